@@ -1,0 +1,129 @@
+"""Credentials: tokens stored hashed; an agent token is scoped to one card and epoch."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from laneboard.domain.clock import iso
+from laneboard.domain.model import Actor, ActorKind
+from laneboard.errors import LaneboardError, bad_input
+from laneboard.store import Store
+
+PREFIX = "lbt_"
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: int
+    name: str
+    kind: str
+    card_id: int | None
+    epoch: int | None
+    expires_at: int | None
+    created_at: int
+    revoked_at: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "card_id": self.card_id,
+            "epoch": self.epoch,
+            "expires_at": iso(self.expires_at),
+            "created_at": iso(self.created_at),
+            "revoked_at": iso(self.revoked_at),
+        }
+
+
+def _info(r: dict[str, Any]) -> TokenInfo:
+    return TokenInfo(
+        r["id"],
+        r["name"],
+        r["kind"],
+        r["card_id"],
+        r["epoch"],
+        r["expires_at"],
+        r["created_at"],
+        r["revoked_at"],
+    )
+
+
+class Tokens:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def create(
+        self,
+        actor: Actor,
+        name: str,
+        kind: str = "agent",
+        *,
+        card_id: int | None = None,
+        epoch: int | None = None,
+        expires_at: int | None = None,
+    ) -> tuple[str, TokenInfo]:
+        """Returns the plaintext token (shown once) and its record."""
+        if kind not in ("agent", "human"):
+            raise bad_input(f"token kind {kind!r} is not valid", "use agent or human")
+        if actor.kind is ActorKind.AGENT:
+            raise LaneboardError("FORBIDDEN", "agents may not create tokens", "ask a human")
+        if not name.strip():
+            raise bad_input("a token needs a name", "pass --name")
+        token = PREFIX + secrets.token_urlsafe(32)
+        with self.store.write() as tx:
+            r = tx.one(
+                "INSERT INTO tokens (token_hash, name, kind, card_id, epoch, expires_at, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                (digest(token), name, kind, card_id, epoch, expires_at, tx.now()),
+            )
+            assert r is not None
+            tx.append_event(
+                "token.created",
+                actor,
+                card_id=card_id,
+                payload={"token": r["id"], "name": name, "kind": kind},
+            )
+        return token, _info(r)
+
+    def list(self) -> list[TokenInfo]:
+        with self.store.read() as tx:
+            return [_info(r) for r in tx.all("SELECT * FROM tokens ORDER BY id")]
+
+    def revoke(self, actor: Actor, token_id: int) -> TokenInfo:
+        if actor.kind is ActorKind.AGENT:
+            raise LaneboardError("FORBIDDEN", "agents may not revoke tokens", "ask a human")
+        with self.store.write() as tx:
+            r = tx.one(
+                "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING *",
+                (tx.now(), token_id),
+            )
+            if r is None:
+                raise LaneboardError(
+                    "NOT_FOUND", f"no active token {token_id}", "list tokens with: lb token list"
+                )
+            tx.append_event("token.revoked", actor, payload={"token": token_id})
+        return _info(r)
+
+    def resolve(self, token: str) -> Actor:
+        """The actor a presented token stands for, or ``UNAUTHORIZED``."""
+        with self.store.read() as tx:
+            r = tx.one("SELECT * FROM tokens WHERE token_hash = ?", (digest(token),))
+            now = tx.now()
+        if r is None or r["revoked_at"] is not None:
+            raise LaneboardError(
+                "UNAUTHORIZED",
+                "the token is unknown or revoked",
+                "use a current token (lb token list)",
+            )
+        if r["expires_at"] is not None and r["expires_at"] <= now:
+            raise LaneboardError("UNAUTHORIZED", "the token has expired", "create a new token")
+        kind = ActorKind.HUMAN if r["kind"] == "human" else ActorKind.AGENT
+        return Actor(kind, r["name"], r["card_id"], r["epoch"])

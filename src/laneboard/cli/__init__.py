@@ -1,0 +1,1 @@
+"""The ``laneboard`` / ``lb`` command line: parse, call a service, render."""

@@ -1,0 +1,57 @@
+"""Entry point. Command modules register their sub-commands; each imports lazily."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from laneboard import __version__
+from laneboard.errors import LaneboardError
+
+# each module has register(subparsers); keep their top-level imports light
+COMMAND_MODULES = ("laneboard.cli.board_cmds",)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error USAGE: {message} — see: {self.prog} --help\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="lb", description="laneboard: a board that agents work and humans steer.")
+    parser.add_argument("--version", action="version", version=f"laneboard {__version__}")
+    parser.add_argument(
+        "--db",
+        help="database URL or SQLite path (default: LANEBOARD_DATABASE_URL, "
+        "then the XDG data directory)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from laneboard.cli.common import Context, fail
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    ctx = Context(args)
+    try:
+        return int(func(ctx) or 0)
+    except LaneboardError as err:
+        return fail(err, ctx.json)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""The store interface: transactions over one database, shared by both backends.
+
+A ``Store`` hands out transactions: ``write()`` takes the write lock at once
+(SQLite ``BEGIN IMMEDIATE``), ``read()`` is a consistent snapshot. Repository
+queries live on ``Tx`` (see ``tx.py``) and are written once in portable SQL;
+backends differ only in connection handling, placeholders and locking.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from laneboard.domain.clock import Clock, SystemClock
+from laneboard.store.migrations import all_migrations, latest
+from laneboard.store.schema import MIGRATIONS_TABLE
+
+if TYPE_CHECKING:
+    from laneboard.store.tx import Tx
+
+Row = dict[str, Any]
+
+
+class IntegrityError(Exception):
+    """A unique or foreign-key constraint refused a write (the transaction rolled back)."""
+
+
+class Conn(abc.ABC):
+    """One open database connection inside a transaction."""
+
+    @abc.abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    @abc.abstractmethod
+    def rowcount(self) -> int: ...
+
+
+class Store(abc.ABC):
+    """One board database. Safe to share between threads (a connection per thread)."""
+
+    dialect: str = ""
+    types: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, url: str, clock: Clock | None = None) -> None:
+        self.url = url
+        self.clock: Clock = clock or SystemClock()
+        self._local = threading.local()
+
+    # -- backend hooks -------------------------------------------------------------
+    @abc.abstractmethod
+    def _connect(self) -> Any: ...
+
+    @abc.abstractmethod
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Conn]: ...
+
+    @abc.abstractmethod
+    def introspect(self) -> dict[str, Any]:
+        """Tables, columns (family, nullable), primary keys and indexes as built."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Drop every table (tests only)."""
+
+    def pg_lock_key(self, name: str) -> int:
+        import zlib
+
+        return zlib.crc32(name.encode())
+
+    # -- public --------------------------------------------------------------------
+    def expand(self, sql: str) -> str:
+        return sql.format(**self.types)
+
+    def _migration_lock(self, conn: Conn) -> None:
+        """Serialize concurrent migrators (PostgreSQL; SQLite's write lock already does)."""
+        return None
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        from laneboard.store.tx import Tx
+
+        with self._transaction(True) as conn:
+            yield Tx(self, conn)
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        from laneboard.store.tx import Tx
+
+        with self._transaction(False) as conn:
+            yield Tx(self, conn)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def migrate(self) -> int:
+        """Apply pending migrations; returns the number applied."""
+        with self._transaction(True) as conn:
+            self._migration_lock(conn)
+            conn.execute(self.expand(MIGRATIONS_TABLE))
+            done = {
+                int(r["version"]) for r in conn.execute("SELECT version FROM schema_migrations")
+            }
+            applied = 0
+            for m in all_migrations():
+                if m.version in done:
+                    continue
+                for stmt in m.statements:
+                    conn.execute(self.expand(stmt))
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (m.version, m.name, self.clock.now_ms()),
+                )
+                applied += 1
+            return applied
+
+    def schema_version(self) -> int:
+        with self._transaction(False) as conn:
+            rows = conn.execute("SELECT max(version) AS v FROM schema_migrations")
+        return int(rows[0]["v"] or 0)
+
+    def ensure_schema(self) -> None:
+        try:
+            current = self.schema_version()
+        except Exception:
+            current = 0
+        if current < latest():
+            self.migrate()
