@@ -25,10 +25,18 @@ from laneboard.domain.model import (
     check_priority,
     parse_enum,
 )
-from laneboard.domain.status import TERMINAL, Status, check_transition, parse_status
+from laneboard.domain.status import (
+    TERMINAL,
+    TRANSITIONS,
+    Status,
+    check_transition,
+    parse_status,
+)
 from laneboard.errors import LaneboardError, bad_input, not_found
 from laneboard.store import IntegrityError, Store
 from laneboard.store.tx import Tx
+
+TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
 
 EDITABLE = frozenset(
     {
@@ -576,58 +584,111 @@ class Board:
                 seen = tx.idempotent_response(idempotency_key)
                 if seen is not None:
                     return self._card(tx, int(seen["card_id"]))
-            card = self._card(tx, ref, lock=True)
-            self._may_write(actor, card)
-            row = tx.claim(
-                card.id,
-                who,
-                actor.kind.value,
-                session_id,
-                self.windows,
-                bypass_assignee=actor.is_human,
-            )
-            if row is None:
-                verdict = claims.claim_verdict(
-                    card,
-                    who,
-                    tx.deps_done(card.id),
-                    tx.now(),
-                    self.windows,
-                    may_bypass_assignee=actor.is_human,
-                )
-                raise LaneboardError(
-                    "CLAIM_CONFLICT",
-                    f"{card.ref} cannot be claimed: {verdict.reason}",
-                    "pick another card from: lb card candidates",
-                )
-            new = tx.card(card.id)
-            assert new is not None
-            takeover = card.status is Status.IN_PROGRESS and card.holder not in (None, who)
-            if takeover:
-                tx.insert_comment(
-                    card.id,
-                    CommentKind.CHANGE.value,
-                    f"{who} took over {card.ref} from {card.holder} (heartbeat stale)",
-                    actor,
-                )
-            tx.append_event(
-                "card.claimed",
-                actor,
-                card_id=card.id,
-                project_id=card.project_id,
-                run_id=card.run_id,
-                payload={
-                    "ref": card.ref,
-                    "holder": who,
-                    "epoch": new.claim_epoch,
-                    "from": card.status.value,
-                    "takeover": takeover,
-                    "previous_holder": card.holder,
-                },
-            )
+            new = self.claim_in(tx, actor, ref, who, session_id)
             if idempotency_key is not None:
-                tx.remember(idempotency_key, "claim", card.id, {"card_id": card.id})
+                tx.remember(idempotency_key, "claim", new.id, {"card_id": new.id})
             return new
+
+    def claim_in(
+        self, tx: Tx, actor: Actor, ref: str | int, who: str, session_id: str | None
+    ) -> Card:
+        """The claim inside an open write transaction (used by the supervisor)."""
+        card = self._card(tx, ref, lock=True)
+        self._may_write(actor, card)
+        row = tx.claim(
+            card.id,
+            who,
+            actor.kind.value,
+            session_id,
+            self.windows,
+            bypass_assignee=actor.is_human,
+        )
+        if row is None:
+            verdict = claims.claim_verdict(
+                card,
+                who,
+                tx.deps_done(card.id),
+                tx.now(),
+                self.windows,
+                may_bypass_assignee=actor.is_human,
+            )
+            raise LaneboardError(
+                "CLAIM_CONFLICT",
+                f"{card.ref} cannot be claimed: {verdict.reason}",
+                "pick another card from: lb card candidates",
+            )
+        new = tx.card(card.id)
+        assert new is not None
+        takeover = card.status is Status.IN_PROGRESS and card.holder not in (None, who)
+        if takeover:
+            tx.insert_comment(
+                card.id,
+                CommentKind.CHANGE.value,
+                f"{who} took over {card.ref} from {card.holder} (heartbeat stale)",
+                actor,
+            )
+        tx.append_event(
+            "card.claimed",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={
+                "ref": card.ref,
+                "holder": who,
+                "epoch": new.claim_epoch,
+                "from": card.status.value,
+                "takeover": takeover,
+                "previous_holder": card.holder,
+            },
+        )
+        return new
+
+    def hold(
+        self,
+        tx: Tx,
+        actor: Actor,
+        card: Card,
+        cycle: str,
+        bound: int,
+        message: str,
+        *,
+        reason: str = "resource",
+    ) -> Card:
+        """Park a card for a human at a loop bound: blocked, a question, ``meta.hold_*``."""
+        if card.status not in TRANSITIONS_TO_BLOCKED:
+            return card
+        question = (
+            f"laneboard stopped {cycle} on {card.ref} at its bound ({bound}): {message} "
+            f"A human decides what happens next: fix the cause and move the card to todo "
+            f"(lb card move {card.ref} todo), or cancel it."
+        )
+        c = tx.insert_comment(card.id, CommentKind.QUESTION.value, question, actor)
+        meta = {
+            **card.meta,
+            "hold_cycle": cycle,
+            "hold_bound": bound,
+            "hold_reason": reason,
+            "hold_round": card.delivery_round,
+            "hold_at": tx.now(),
+            "hold_comment": c.id,
+        }
+        fields: dict[str, Any] = {
+            "status": Status.BLOCKED.value,
+            "status_since": tx.now(),
+            "heartbeat_at": None,
+            "meta": meta,
+        }
+        new = self._save(tx, card, fields)
+        tx.append_event(
+            "card.held",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={"ref": card.ref, "from": card.status.value, "cycle": cycle, "bound": bound},
+        )
+        return new
 
     def heartbeat(self, actor: Actor, ref: str | int) -> Card:
         with self.store.write() as tx:

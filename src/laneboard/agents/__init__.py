@@ -1,0 +1,1 @@
+"""Agent adapters: one module per agent kind behind one protocol (see ``base``)."""

@@ -1,0 +1,126 @@
+"""The ``command`` agent kind: any CLI agent, one process per turn from a template.
+
+Configure it under ``[supervisor.agent_kinds.command]`` with ``template``, e.g.
+``template = "my-agent --cwd {cwd} --prompt-file {prompt_file}"``. Placeholders:
+``{cwd}``, ``{prompt_file}``, ``{session_id}``, ``{role}``, ``{card}``. The prompt is
+also written to the process's stdin. Exit code 0 is a successful turn; stdout is the
+final text. The session id is laneboard's own (a command has no native session), so
+"resume" means the same id is passed again.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult, Usage
+from laneboard.domain.roles import Role
+from laneboard.errors import LaneboardError
+
+
+class CommandSession:
+    def __init__(self, template: str, cwd: str, session_id: str, role: Role,
+                 env: Mapping[str, str]) -> None:
+        self.template = template
+        self.cwd = cwd
+        self.session_id: str | None = session_id
+        self.role = role
+        self.env = dict(env)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._interrupted = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def send(self, prompt: str, *, timeout: float, on_event: EventSink | None = None) -> TurnResult:
+        self._interrupted = False
+        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as fh:
+            fh.write(prompt)
+            prompt_file = fh.name
+        values = {"cwd": self.cwd, "prompt_file": prompt_file, "session_id": self.session_id or "",
+                  "role": self.role.id, "card": self.env.get("LANEBOARD_CARD", "")}
+        argv = [part.format(**values) for part in shlex.split(self.template)]
+        started = time.monotonic()
+        try:
+            with self._lock:
+                self._proc = subprocess.Popen(
+                    argv, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            try:
+                out, err = self._proc.communicate(prompt.encode(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                return TurnResult(False, session_id=self.session_id, timed_out=True,
+                                  error=f"turn timed out after {timeout:.0f}s")
+        except OSError as exc:
+            return TurnResult(False, session_id=self.session_id, error=f"cannot run: {exc}")
+        finally:
+            os.unlink(prompt_file)
+        ms = int((time.monotonic() - started) * 1000)
+        code = self._proc.returncode
+        if self._interrupted:
+            return TurnResult(False, session_id=self.session_id, interrupted=True, exit_code=code,
+                              error="turn interrupted", usage=Usage(duration_ms=ms))
+        text = out.decode("utf-8", "replace")
+        return TurnResult(code == 0, final_text=text, session_id=self.session_id, exit_code=code,
+                          error=None if code == 0 else
+                          f"exit {code}: {err.decode('utf-8', 'replace')[-500:]}",
+                          usage=Usage(duration_ms=ms))
+
+    def _kill(self) -> None:
+        import signal
+
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=5)
+
+    def interrupt(self) -> None:
+        self._interrupted = True
+        self._kill()
+
+    def close(self) -> None:
+        self._kill()
+
+
+class CommandAdapter:
+    kind = "command"
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config = dict(config or {})
+        self.template = str(self.config.get("template", ""))
+
+    def open_session(self, cwd: str, session_id: str | None, role: Role,
+                     env: Mapping[str, str]) -> CommandSession:
+        if not self.template:
+            raise LaneboardError("CONFIG_INVALID", "the command agent has no template",
+                                 "set supervisor.agent_kinds.command.template")
+        try:
+            shlex.split(self.template)
+        except ValueError as exc:
+            raise AdapterError(f"command template does not parse: {exc}") from None
+        return CommandSession(self.template, cwd, session_id or str(uuid.uuid4()), role, env)
+
+    def probe(self, handshake: bool = False) -> ProbeResult:
+        if not self.template:
+            return ProbeResult("command", False, error="no template configured")
+        exe = shlex.split(self.template)[0]
+        path = shutil.which(exe)
+        return ProbeResult("command", path is not None, path, None, None,
+                           None if path else f"{exe} not found on PATH")

@@ -1,0 +1,1 @@
+"""The supervisor: clocks, passes, the dispatch queue and the session pool."""
