@@ -744,6 +744,8 @@ class Board:
                         "status_since": tx.now(),
                         "holder": None,
                         "holder_kind": None,
+                        "session_id": None,
+                        "heartbeat_at": None,
                         "meta": {**card.meta, "answer_comment": c.id},
                     },
                 )
@@ -758,6 +760,7 @@ class Board:
                         "from": "awaiting",
                         "to": "todo",
                         "reason": "human answered",
+                        "round": card.delivery_round,
                     },
                 )
             return c
