@@ -10,6 +10,7 @@ final text. The session id is laneboard's own (a command has no native session),
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -27,8 +28,9 @@ from laneboard.errors import LaneboardError
 
 
 class CommandSession:
-    def __init__(self, template: str, cwd: str, session_id: str, role: Role,
-                 env: Mapping[str, str]) -> None:
+    def __init__(
+        self, template: str, cwd: str, session_id: str, role: Role, env: Mapping[str, str]
+    ) -> None:
         self.template = template
         self.cwd = cwd
         self.session_id: str | None = session_id
@@ -50,21 +52,36 @@ class CommandSession:
         with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as fh:
             fh.write(prompt)
             prompt_file = fh.name
-        values = {"cwd": self.cwd, "prompt_file": prompt_file, "session_id": self.session_id or "",
-                  "role": self.role.id, "card": self.env.get("LANEBOARD_CARD", "")}
+        values = {
+            "cwd": self.cwd,
+            "prompt_file": prompt_file,
+            "session_id": self.session_id or "",
+            "role": self.role.id,
+            "card": self.env.get("LANEBOARD_CARD", ""),
+        }
         argv = [part.format(**values) for part in shlex.split(self.template)]
         started = time.monotonic()
         try:
             with self._lock:
                 self._proc = subprocess.Popen(
-                    argv, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                    argv,
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
             try:
                 out, err = self._proc.communicate(prompt.encode(), timeout=timeout)
             except subprocess.TimeoutExpired:
                 self._kill()
-                return TurnResult(False, session_id=self.session_id, timed_out=True,
-                                  error=f"turn timed out after {timeout:.0f}s")
+                return TurnResult(
+                    False,
+                    session_id=self.session_id,
+                    timed_out=True,
+                    error=f"turn timed out after {timeout:.0f}s",
+                )
         except OSError as exc:
             return TurnResult(False, session_id=self.session_id, error=f"cannot run: {exc}")
         finally:
@@ -72,23 +89,31 @@ class CommandSession:
         ms = int((time.monotonic() - started) * 1000)
         code = self._proc.returncode
         if self._interrupted:
-            return TurnResult(False, session_id=self.session_id, interrupted=True, exit_code=code,
-                              error="turn interrupted", usage=Usage(duration_ms=ms))
+            return TurnResult(
+                False,
+                session_id=self.session_id,
+                interrupted=True,
+                exit_code=code,
+                error="turn interrupted",
+                usage=Usage(duration_ms=ms),
+            )
         text = out.decode("utf-8", "replace")
-        return TurnResult(code == 0, final_text=text, session_id=self.session_id, exit_code=code,
-                          error=None if code == 0 else
-                          f"exit {code}: {err.decode('utf-8', 'replace')[-500:]}",
-                          usage=Usage(duration_ms=ms))
+        return TurnResult(
+            code == 0,
+            final_text=text,
+            session_id=self.session_id,
+            exit_code=code,
+            error=None if code == 0 else f"exit {code}: {err.decode('utf-8', 'replace')[-500:]}",
+            usage=Usage(duration_ms=ms),
+        )
 
     def _kill(self) -> None:
         import signal
 
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=5)
 
     def interrupt(self) -> None:
@@ -106,11 +131,15 @@ class CommandAdapter:
         self.config = dict(config or {})
         self.template = str(self.config.get("template", ""))
 
-    def open_session(self, cwd: str, session_id: str | None, role: Role,
-                     env: Mapping[str, str]) -> CommandSession:
+    def open_session(
+        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+    ) -> CommandSession:
         if not self.template:
-            raise LaneboardError("CONFIG_INVALID", "the command agent has no template",
-                                 "set supervisor.agent_kinds.command.template")
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                "the command agent has no template",
+                "set supervisor.agent_kinds.command.template",
+            )
         try:
             shlex.split(self.template)
         except ValueError as exc:
@@ -122,5 +151,11 @@ class CommandAdapter:
             return ProbeResult("command", False, error="no template configured")
         exe = shlex.split(self.template)[0]
         path = shutil.which(exe)
-        return ProbeResult("command", path is not None, path, None, None,
-                           None if path else f"{exe} not found on PATH")
+        return ProbeResult(
+            "command",
+            path is not None,
+            path,
+            None,
+            None,
+            None if path else f"{exe} not found on PATH",
+        )

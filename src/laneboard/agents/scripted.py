@@ -9,6 +9,7 @@ resumes — can be exercised with real processes, real files and real ``lb`` cal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -18,7 +19,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from laneboard.agents.base import AdapterError, AgentEvent, EventSink, ProbeResult, TurnResult, Usage
+from laneboard.agents.base import (
+    AdapterError,
+    AgentEvent,
+    EventSink,
+    ProbeResult,
+    TurnResult,
+    Usage,
+)
 from laneboard.agents.procs import LineProcess
 from laneboard.domain.roles import Role
 
@@ -47,16 +55,25 @@ class ScriptedSession:
         try:
             self._proc.write_json({"type": "prompt", "text": prompt})
         except (BrokenPipeError, OSError) as exc:
-            return TurnResult(False, session_id=self.session_id, error=f"agent is gone: {exc}",
-                              exit_code=self._proc.proc.poll())
+            return TurnResult(
+                False,
+                session_id=self.session_id,
+                error=f"agent is gone: {exc}",
+                exit_code=self._proc.proc.poll(),
+            )
         deadline = started + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._proc.kill()
-                return TurnResult(False, session_id=self.session_id, timed_out=True,
-                                  error=f"turn timed out after {timeout:.0f}s", events=events,
-                                  usage=Usage(duration_ms=int(timeout * 1000)))
+                return TurnResult(
+                    False,
+                    session_id=self.session_id,
+                    timed_out=True,
+                    error=f"turn timed out after {timeout:.0f}s",
+                    events=events,
+                    usage=Usage(duration_ms=int(timeout * 1000)),
+                )
             try:
                 line = self._proc.lines.get(timeout=min(remaining, 0.5))
             except queue.Empty:
@@ -65,12 +82,23 @@ class ScriptedSession:
             if line is None:
                 code = self._proc.proc.wait()
                 if self._interrupted:
-                    return TurnResult(False, session_id=self.session_id, interrupted=True,
-                                      exit_code=code, error="turn interrupted", events=events,
-                                      usage=Usage(duration_ms=ms))
-                return TurnResult(False, session_id=self.session_id, exit_code=code,
-                                  error=f"agent exited with code {code} during the turn",
-                                  events=events, usage=Usage(duration_ms=ms))
+                    return TurnResult(
+                        False,
+                        session_id=self.session_id,
+                        interrupted=True,
+                        exit_code=code,
+                        error="turn interrupted",
+                        events=events,
+                        usage=Usage(duration_ms=ms),
+                    )
+                return TurnResult(
+                    False,
+                    session_id=self.session_id,
+                    exit_code=code,
+                    error=f"agent exited with code {code} during the turn",
+                    events=events,
+                    usage=Usage(duration_ms=ms),
+                )
             try:
                 msg = json.loads(line)
             except json.JSONDecodeError:
@@ -84,10 +112,17 @@ class ScriptedSession:
             elif msg.get("type") == "result":
                 u = msg.get("usage") or {}
                 return TurnResult(
-                    bool(msg.get("ok")), final_text=str(msg.get("text", "")),
-                    session_id=self.session_id, error=msg.get("error"), events=events,
-                    usage=Usage(int(u.get("input_tokens", 0)), int(u.get("output_tokens", 0)),
-                                u.get("cost_usd"), ms),
+                    bool(msg.get("ok")),
+                    final_text=str(msg.get("text", "")),
+                    session_id=self.session_id,
+                    error=msg.get("error"),
+                    events=events,
+                    usage=Usage(
+                        int(u.get("input_tokens", 0)),
+                        int(u.get("output_tokens", 0)),
+                        u.get("cost_usd"),
+                        ms,
+                    ),
                 )
 
     def interrupt(self) -> None:
@@ -104,19 +139,25 @@ class ScriptedAdapter:
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config = dict(config or {})
 
-    def open_session(self, cwd: str, session_id: str | None, role: Role,
-                     env: Mapping[str, str]) -> ScriptedSession:
+    def open_session(
+        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+    ) -> ScriptedSession:
         sid = session_id or str(uuid.uuid4())
-        argv = [sys.executable, "-m", "laneboard.agents.scripted_agent", "--session", sid,
-                "--role", role.id]
+        argv = [
+            sys.executable,
+            "-m",
+            "laneboard.agents.scripted_agent",
+            "--session",
+            sid,
+            "--role",
+            role.id,
+        ]
         if session_id:
             argv.append("--resume")
         proc = LineProcess(argv, cwd=cwd, env=env, stderr_path=env.get("LANEBOARD_AGENT_STDERR"))
         first = None
-        try:
+        with contextlib.suppress(queue.Empty):
             first = proc.lines.get(timeout=30)
-        except queue.Empty:
-            pass
         if first is None:
             code = proc.proc.wait(timeout=5) if not proc.alive() else None
             proc.kill()

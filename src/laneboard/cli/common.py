@@ -67,7 +67,7 @@ class Context:
 
     @cached_property
     def actor(self) -> Actor:
-        token = os.environ.get("LANEBOARD_TOKEN")
+        token = _token_from_env()
         if token:
             from laneboard.board.tokens import Tokens
 
@@ -80,6 +80,21 @@ class Context:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
         elif text is not None:
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _token_from_env() -> str | None:
+    """``LANEBOARD_TOKEN_FILE`` (kept current by the pool across claims) wins over
+    ``LANEBOARD_TOKEN``."""
+    path = os.environ.get("LANEBOARD_TOKEN_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read().strip()
+        except OSError:
+            text = ""
+        if text:
+            return text
+    return os.environ.get("LANEBOARD_TOKEN") or None
 
 
 def _user() -> str:

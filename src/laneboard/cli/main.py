@@ -11,7 +11,10 @@ from laneboard import __version__
 from laneboard.errors import LaneboardError
 
 # each module has register(subparsers); keep their top-level imports light
-COMMAND_MODULES = ("laneboard.cli.board_cmds",)
+COMMAND_MODULES = (
+    "laneboard.cli.board_cmds",
+    "laneboard.cli.loop_cmds",
+)
 
 
 class Parser(argparse.ArgumentParser):

@@ -32,8 +32,13 @@ class Verdict:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "instance": self.instance, "pid": self.pid,
-                "heartbeat_age_s": self.heartbeat_age_s, "detail": self.detail}
+        return {
+            "state": self.state,
+            "instance": self.instance,
+            "pid": self.pid,
+            "heartbeat_age_s": self.heartbeat_age_s,
+            "detail": self.detail,
+        }
 
 
 def verdict(row: Row | None, now: int, time: TimeContract, *, local: bool = True) -> Verdict:
@@ -47,8 +52,13 @@ def verdict(row: Row | None, now: int, time: TimeContract, *, local: bool = True
         return Verdict("absent", iid, pid, age, f"process {pid} is gone")
     tick = row["tick_started_at"]
     if tick is not None and now - int(tick) > 2 * time.turn_timeout * 1000:
-        return Verdict("wedged", iid, pid, age,
-                       f"a tick has run for {(now - int(tick)) // 1000}s (> 2 x turn timeout)")
+        return Verdict(
+            "wedged",
+            iid,
+            pid,
+            age,
+            f"a tick has run for {(now - int(tick)) // 1000}s (> 2 x turn timeout)",
+        )
     if age > time.pool_stale:
         return Verdict("unresponsive", iid, pid, age, f"no pool heartbeat for {age:.0f}s")
     if now - int(row["started_at"]) < time.pool_heartbeat * 1000 and row["state"] == "starting":
@@ -57,13 +67,17 @@ def verdict(row: Row | None, now: int, time: TimeContract, *, local: bool = True
 
 
 def current(tx: Tx, machine: str) -> Row | None:
-    return tx.one("SELECT * FROM supervisors WHERE machine = ? AND state IN "
-                  "('starting', 'running') ORDER BY started_at DESC LIMIT 1", (machine,))
+    return tx.one(
+        "SELECT * FROM supervisors WHERE machine = ? AND state IN "
+        "('starting', 'running') ORDER BY started_at DESC LIMIT 1",
+        (machine,),
+    )
 
 
 def latest(tx: Tx, machine: str) -> Row | None:
-    return tx.one("SELECT * FROM supervisors WHERE machine = ? ORDER BY started_at DESC LIMIT 1",
-                  (machine,))
+    return tx.one(
+        "SELECT * FROM supervisors WHERE machine = ? ORDER BY started_at DESC LIMIT 1", (machine,)
+    )
 
 
 def register(tx: Tx, machine: str, time: TimeContract, info: dict[str, Any]) -> str:
@@ -81,32 +95,41 @@ def register(tx: Tx, machine: str, time: TimeContract, info: dict[str, Any]) -> 
             )
         tx.run("UPDATE supervisors SET state = 'dead' WHERE id = ?", (row["id"],))
     iid = f"{machine}:{os.getpid()}:{now}"
-    tx.run("INSERT INTO supervisors (id, machine, pid, started_at, heartbeat_at, state, info) "
-           "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-           (iid, machine, os.getpid(), now, now, dumps(info)))
+    tx.run(
+        "INSERT INTO supervisors (id, machine, pid, started_at, heartbeat_at, state, info) "
+        "VALUES (?, ?, ?, ?, ?, 'running', ?)",
+        (iid, machine, os.getpid(), now, now, dumps(info)),
+    )
     return iid
 
 
-def beat(tx: Tx, iid: str, *, tick_started_at: int | None = None, info: dict[str, Any] | None
-         = None) -> None:
+def beat(
+    tx: Tx, iid: str, *, tick_started_at: int | None = None, info: dict[str, Any] | None = None
+) -> None:
     if info is None:
-        tx.run("UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ? WHERE id = ?",
-               (tx.now(), tick_started_at, iid))
+        tx.run(
+            "UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ? WHERE id = ?",
+            (tx.now(), tick_started_at, iid),
+        )
     else:
-        tx.run("UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ?, info = ? "
-               "WHERE id = ?", (tx.now(), tick_started_at, dumps(info), iid))
+        tx.run(
+            "UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ?, info = ? WHERE id = ?",
+            (tx.now(), tick_started_at, dumps(info), iid),
+        )
 
 
 def stop(tx: Tx, iid: str) -> None:
-    tx.run("UPDATE supervisors SET state = 'stopped', heartbeat_at = ? WHERE id = ?",
-           (tx.now(), iid))
+    tx.run(
+        "UPDATE supervisors SET state = 'stopped', heartbeat_at = ? WHERE id = ?", (tx.now(), iid)
+    )
 
 
 def live_instance_ids(tx: Tx, machine: str, time: TimeContract) -> set[str]:
     now = tx.now()
     out = set()
-    for r in tx.all("SELECT * FROM supervisors WHERE machine = ? AND state = 'running'",
-                    (machine,)):
+    for r in tx.all(
+        "SELECT * FROM supervisors WHERE machine = ? AND state = 'running'", (machine,)
+    ):
         if verdict(r, now, time).state in ("running", "starting", "wedged", "unresponsive"):
             out.add(str(r["id"]))
     return out
@@ -115,7 +138,13 @@ def live_instance_ids(tx: Tx, machine: str, time: TimeContract) -> set[str]:
 def describe(row: Row | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return {"id": row["id"], "machine": row["machine"], "pid": row["pid"],
-            "started_at": iso(row["started_at"]), "heartbeat_at": iso(row["heartbeat_at"]),
-            "tick_started_at": iso(row["tick_started_at"]), "state": row["state"],
-            "info": json.loads(row["info"])}
+    return {
+        "id": row["id"],
+        "machine": row["machine"],
+        "pid": row["pid"],
+        "started_at": iso(row["started_at"]),
+        "heartbeat_at": iso(row["heartbeat_at"]),
+        "tick_started_at": iso(row["tick_started_at"]),
+        "state": row["state"],
+        "info": json.loads(row["info"]),
+    }

@@ -1,0 +1,215 @@
+"""The poll pass — the cost gate: pool → candidates → budget → admit → brief → claim → enqueue.
+
+Nothing before the claim writes the card; a failure there defers it unclaimed. A
+card-scoped failure is counted (backoff 30 s doubling to 1 h from the 3rd, hold at the
+5th). The claim and the handoff row are one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from laneboard.board.service import Candidate
+from laneboard.domain.clock import HOUR_MS
+from laneboard.errors import LaneboardError
+from laneboard.supervisor import instances, records
+from laneboard.supervisor.runtime import Runtime
+from laneboard.workspace.admit import AdmissionError
+from laneboard.workspace.brief import write_brief
+
+BACKOFF_FROM = 3
+HOLD_AT = 5
+BASE_BACKOFF_MS = 30_000
+
+
+@dataclass
+class PollResult:
+    skipped: str | None = None
+    budget: int = 0
+    claimed: list[str] = field(default_factory=list)
+    deferred: list[dict[str, Any]] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "skipped": self.skipped,
+            "budget": self.budget,
+            "claimed": self.claimed,
+            "deferred": self.deferred,
+            "held": self.held,
+            "plan": self.plan,
+        }
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.claimed or self.held or any(d.get("counted") for d in self.deferred))
+
+
+def backoff_ms(failures: int) -> int:
+    if failures < BACKOFF_FROM:
+        return 0
+    return int(min(BASE_BACKOFF_MS * 2 ** (failures - BACKOFF_FROM), HOUR_MS))
+
+
+def pool_is_alive(rt: Runtime) -> bool:
+    if rt.pool_alive is not None:
+        return rt.pool_alive()
+    with rt.store.read() as tx:
+        row = instances.current(tx, rt.machine)
+        v = instances.verdict(row, tx.now(), rt.config.time)
+    return v.state in ("running", "starting")
+
+
+def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
+    res = PollResult()
+    cfg = rt.config
+    if not pool_is_alive(rt):
+        res.skipped = "no resident pool on this machine (start one with: lb start)"
+        return res
+    with rt.store.read() as tx:
+        live = records.queue_rows(tx, machine=rt.machine)
+        deferred = records.deferred_until(tx)
+        busy = records.active_card_ids(tx)
+        now = tx.now()
+    per_project: dict[int, int] = {}
+    for row in live:
+        per_project[row.project_id] = per_project.get(row.project_id, 0) + 1
+    res.budget = budget = cfg.max_concurrency - len(live)
+    if budget <= 0:
+        res.skipped = f"budget exhausted ({len(live)} live or queued of {cfg.max_concurrency})"
+        return res
+    cands = rt.board.candidates(
+        assignees=list(cfg.claim_set),
+        include_unassigned=cfg.claim_unassigned,
+        stale=cfg.recover_stale,
+        limit=max(budget * 4, 20),
+    )
+    projects = {p.id: p for p in rt.board.projects()}
+    for cand in cands:
+        card = cand.card
+        if budget <= 0:
+            res.deferred.append({"card": card.ref, "reason": "budget", "counted": False})
+            continue
+        if card.id in busy:
+            continue  # a handoff for it is already queued or running
+        if deferred.get(card.id, 0) > now:
+            res.deferred.append({"card": card.ref, "reason": "backoff", "counted": False})
+            continue
+        if per_project.get(card.project_id, 0) >= cfg.per_project:
+            res.deferred.append({"card": card.ref, "reason": "project cap", "counted": False})
+            continue
+        role = rt.role_for(card.assignee)
+        if role is None:
+            res.deferred.append(
+                {"card": card.ref, "reason": f"no role {card.assignee}", "counted": False}
+            )
+            continue
+        kind = rt.kind_for(role)
+        if kind is None:
+            res.deferred.append(
+                {
+                    "card": card.ref,
+                    "counted": False,
+                    "reason": f"no available agent kind carries role {role.id}",
+                }
+            )
+            continue
+        step = {"card": card.ref, "role": role.id, "kind": kind, "stale": cand.stale}
+        if dry_run:
+            res.plan.append({**step, "action": "claim"})
+            budget -= 1
+            continue
+        if _dispatch(rt, cand, role.id, kind, projects, res):
+            budget -= 1
+            per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
+    return res
+
+
+def _dispatch(
+    rt: Runtime, cand: Candidate, role: str, kind: str, projects: dict[int, Any], res: PollResult
+) -> bool:
+    card = cand.card
+    project = projects.get(card.project_id)
+    try:
+        if project is None:
+            raise AdmissionError(f"project {card.project_id} is missing")
+        target = rt.admitter.admit(card, project)
+        write_brief(target, card)
+    except (AdmissionError, OSError) as exc:
+        scoped = not isinstance(exc, AdmissionError) or exc.card_scoped
+        _defer(rt, card.id, card.ref, str(exc), scoped, res)
+        return False
+    try:
+        with rt.store.write() as tx:
+            new = rt.board.claim_in(tx, rt.actor, card.id, role, None)
+            row = records.enqueue(
+                tx,
+                "handoff",
+                card.id,
+                role,
+                card.project_id,
+                rt.machine,
+                target,
+                new.delivery_round,
+                new.claim_epoch,
+                {"agent_kind": kind, "stale": cand.stale},
+            )
+            if row is None:
+                raise LaneboardError(
+                    "CONFLICT", f"{card.ref} already has a live handoff", "nothing to do"
+                )
+            records.clear_deferral(tx, card.id)
+            tx.append_event(
+                "dispatch.enqueued",
+                rt.actor,
+                card_id=card.id,
+                project_id=card.project_id,
+                run_id=card.run_id,
+                payload={
+                    "queue": row.id,
+                    "role": role,
+                    "kind": kind,
+                    "target_dir": target,
+                    "epoch": new.claim_epoch,
+                },
+            )
+    except LaneboardError as err:
+        rt.log.info("poll", f"claim refused: {err.message}", card=card.ref)
+        return False
+    res.claimed.append(card.ref)
+    rt.log.info("poll", "claimed and enqueued", card=card.ref, role=role, kind=kind)
+    return True
+
+
+def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: PollResult) -> None:
+    entry: dict[str, Any] = {"card": ref, "reason": error, "counted": scoped}
+    res.deferred.append(entry)
+    rt.log.warn("poll", f"admission deferred: {error}", card=ref)
+    if not scoped:
+        return
+    with rt.store.write() as tx:
+        prev = records.deferral(tx, card_id)
+        failures = (int(prev["failures"]) if prev else 0) + 1
+        entry["failures"] = failures
+        records.record_deferral(tx, card_id, failures, tx.now() + backoff_ms(failures), error)
+        card = tx.card(card_id)
+        tx.append_event(
+            "dispatch.deferred",
+            rt.actor,
+            card_id=card_id,
+            project_id=card.project_id if card else None,
+            payload={"failures": failures, "error": error},
+        )
+        if failures >= HOLD_AT and card is not None:
+            rt.board.hold(
+                tx,
+                rt.actor,
+                card,
+                "admission",
+                HOLD_AT,
+                f"admission failed {failures} times; last error: {error}",
+            )
+            records.clear_deferral(tx, card_id)
+            res.held.append(ref)

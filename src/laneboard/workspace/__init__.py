@@ -1,0 +1,1 @@
+"""Workspaces: where a card's agent runs (its lane), and the files it reads there."""

@@ -1,0 +1,34 @@
+"""Admission: resolve the directory a card's agent will run in, before the claim."""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from laneboard.domain.model import Card, Project
+
+
+class AdmissionError(Exception):
+    """The card cannot be admitted now. ``card_scoped`` failures count toward its bound."""
+
+    def __init__(self, message: str, *, card_scoped: bool = True, code: str = "ADMISSION") -> None:
+        super().__init__(message)
+        self.card_scoped = card_scoped
+        self.code = code
+
+
+class Admitter(Protocol):
+    def admit(self, card: Card, project: Project) -> str: ...
+
+
+class DirectoryAdmitter:
+    """Runs the card in the project's directory (no lane)."""
+
+    def admit(self, card: Card, project: Project) -> str:
+        if not project.path:
+            raise AdmissionError(f"project {project.key} has no directory", code="PROJECT_UNMAPPED")
+        if not os.path.isdir(project.path):
+            raise AdmissionError(
+                f"project directory {project.path} does not exist", code="PROJECT_DIR_MISSING"
+            )
+        return project.path
