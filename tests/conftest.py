@@ -106,3 +106,8 @@ def repo(tmp_path: Path) -> Path:
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+@pytest.fixture
+def sqlite_store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'board.db'}"

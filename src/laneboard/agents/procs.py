@@ -67,6 +67,18 @@ class LineProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
+        self._release()
+
+    def _release(self) -> None:
+        """After the process ended: let the reader drain, then close our pipe ends."""
+        self._reader.join(timeout=5)
+        for pipe in (self.proc.stdout, self.proc.stdin):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        if not isinstance(self._stderr, int):
+            self._stderr.close()
+            self._stderr = subprocess.DEVNULL
 
     def close(self) -> None:
         try:
@@ -78,8 +90,7 @@ class LineProcess:
             self.proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             self.kill()
-        if not isinstance(self._stderr, int):
-            self._stderr.close()
+        self._release()
 
 
 def pid_alive(pid: int | None) -> bool:

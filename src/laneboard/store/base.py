@@ -9,9 +9,10 @@ backends differ only in connection handling, placeholders and locking.
 from __future__ import annotations
 
 import abc
+import os
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from laneboard.domain.clock import Clock, SystemClock
@@ -47,11 +48,43 @@ class Store(abc.ABC):
     def __init__(self, url: str, clock: Clock | None = None) -> None:
         self.url = url
         self.clock: Clock = clock or SystemClock()
-        self._local = threading.local()
+        self._plock = threading.Lock()
+        self._free: list[Any] = []
+        self._all: list[Any] = []
+        self._pid = os.getpid()
 
     # -- backend hooks -------------------------------------------------------------
     @abc.abstractmethod
-    def _connect(self) -> Any: ...
+    def _connect(self) -> Any:
+        """Open a new raw connection."""
+
+    def _close_raw(self, raw: Any) -> None:
+        raw.close()
+
+    def _acquire(self) -> Any:
+        """A connection for one transaction (pooled; one thread uses it at a time)."""
+        with self._plock:
+            if self._pid != os.getpid():  # forked: never share a parent's connections
+                self._free, self._all, self._pid = [], [], os.getpid()
+            if self._free:
+                return self._free.pop()
+        raw = self._connect()
+        with self._plock:
+            self._all.append(raw)
+        return raw
+
+    def _release(self, raw: Any, *, broken: bool = False) -> None:
+        with self._plock:
+            if broken or raw not in self._all:
+                if raw in self._all:
+                    self._all.remove(raw)
+                drop = True
+            else:
+                self._free.append(raw)
+                drop = False
+        if drop:
+            with suppress(Exception):
+                self._close_raw(raw)
 
     @abc.abstractmethod
     @contextmanager
@@ -93,10 +126,12 @@ class Store(abc.ABC):
             yield Tx(self, conn)
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close every connection this store opened."""
+        with self._plock:
+            conns, self._all, self._free = self._all, [], []
+        for raw in conns:
+            with suppress(Exception):
+                self._close_raw(raw)
 
     def migrate(self) -> int:
         """Apply pending migrations; returns the number applied."""

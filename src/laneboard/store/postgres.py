@@ -5,7 +5,6 @@ psycopg is imported only when this backend is opened, keeping the CLI fast on SQ
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -59,29 +58,40 @@ class PostgresStore(Store):
         super().__init__(url, clock)
 
     def _connect(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or getattr(self._local, "pid", None) != os.getpid():
-            import psycopg
-            from psycopg.rows import dict_row
+        import psycopg
+        from psycopg.rows import dict_row
 
-            conn = psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
-            self._local.conn = conn
-            self._local.pid = os.getpid()
-        return conn
+        return psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Conn]:
-        raw = self._connect()
-        with raw.transaction():
-            if not write:
-                raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield _PgConn(raw)
+        import psycopg
+
+        raw = self._acquire()
+        try:
+            with raw.transaction():
+                if not write:
+                    raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield _PgConn(raw)
+        except psycopg.OperationalError:
+            self._release(raw, broken=True)
+            raise
+        except BaseException:
+            self._release(raw, broken=raw.closed or raw.broken)
+            raise
+        self._release(raw)
 
     def _migration_lock(self, conn: Conn) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (7_211_000,))
 
     def introspect(self) -> dict[str, Any]:
-        raw = self._connect()
+        raw = self._acquire()
+        try:
+            return self._introspect(raw)
+        finally:
+            self._release(raw)
+
+    def _introspect(self, raw: Any) -> dict[str, Any]:
         fam = {"bigint": "int", "integer": "int", "text": "text", "double precision": "real"}
         tables: dict[str, Any] = {}
         for r in raw.execute(
@@ -122,9 +132,12 @@ class PostgresStore(Store):
         return tables
 
     def reset(self) -> None:
-        raw = self._connect()
-        rows = raw.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-        ).fetchall()
-        for r in rows:
-            raw.execute(f'DROP TABLE IF EXISTS "{r["tablename"]}" CASCADE')
+        raw = self._acquire()
+        try:
+            rows = raw.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+            for r in rows:
+                raw.execute(f'DROP TABLE IF EXISTS "{r["tablename"]}" CASCADE')
+        finally:
+            self._release(raw)

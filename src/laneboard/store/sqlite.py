@@ -49,39 +49,57 @@ class SQLiteStore(Store):
         self.path = path
 
     def _connect(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            parent = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(parent, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._local.conn = conn
-            self._local.pid = os.getpid()
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Conn]:
-        raw = self._connect()
-        raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        raw = self._acquire()
+        try:
+            raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except BaseException:
+            self._release(raw, broken=True)
+            raise
         try:
             yield _SqliteConn(raw)
         except BaseException:
-            raw.execute("ROLLBACK")
+            try:
+                raw.execute("ROLLBACK")
+            except sqlite3.Error:
+                self._release(raw, broken=True)
+                raise
+            self._release(raw)
             raise
-        raw.execute("COMMIT")
+        try:
+            raw.execute("COMMIT")
+        except BaseException:
+            with suppress(sqlite3.Error):
+                raw.execute("ROLLBACK")
+            self._release(raw)
+            raise
+        self._release(raw)
 
     def introspect(self) -> dict[str, Any]:
-        raw = self._connect()
+        raw = self._acquire()
+        try:
+            return self._introspect(raw)
+        finally:
+            self._release(raw)
+
+    def _introspect(self, raw: sqlite3.Connection) -> dict[str, Any]:
         tables: dict[str, Any] = {}
         names = [
             r[0]

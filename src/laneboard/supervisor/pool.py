@@ -417,7 +417,9 @@ class Pool:
             live = self.live.get((kind, key))
             if live is not None:
                 live.busy, live.last_used = False, time.monotonic()
-        if outcome == "interrupted":
+        fresh = rt.board.get(card.id)
+        delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
+        if outcome == "interrupted" and not delivered:
             with rt.store.write() as tx:
                 records.set_row(
                     tx,
@@ -570,6 +572,11 @@ class Pool:
                     report.append({"queue": row.id, "action": "orphan-alive", "pid": row.pid})
                     continue
                 crashed = row.state == "processing"
+                tx.run(
+                    "UPDATE turns SET outcome = 'lost', finished_at = ? "
+                    "WHERE queue_id = ? AND outcome = 'running'",
+                    (tx.now(), row.id),
+                )
                 recoveries = row.recoveries + (1 if crashed else 0)
                 reason = (
                     "the supervisor crashed during the turn"
