@@ -13,6 +13,9 @@ from laneboard.errors import LaneboardError
 ADAPTERS: dict[str, str] = {
     "scripted": "laneboard.agents.scripted:ScriptedAdapter",
     "command": "laneboard.agents.command:CommandAdapter",
+    "claude": "laneboard.agents.claude:ClaudeAdapter",
+    "codex": "laneboard.agents.codex:CodexAdapter",
+    "pi": "laneboard.agents.pi:PiAdapter",
 }
 
 

@@ -1,0 +1,35 @@
+"""The environment an agent session runs with.
+
+The agent inherits the user's environment (its API keys, PATH, HOME, proxies), but never
+laneboard's own secrets: every ``LANEBOARD_*`` variable is dropped, then the three the
+session is meant to see are set — the card-scoped ``LANEBOARD_TOKEN``, ``LANEBOARD_CARD``
+and ``LANEBOARD_DATABASE_URL`` — and any variable named in the configured secret list
+(``secret_env`` in an agent kind's settings) is dropped too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+GIVEN = ("LANEBOARD_TOKEN", "LANEBOARD_CARD", "LANEBOARD_DATABASE_URL")
+
+
+def agent_env(
+    base: Mapping[str, str],
+    *,
+    token: str | None,
+    card_ref: str | None,
+    db_url: str | None,
+    extra: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+) -> dict[str, str]:
+    drop = set(secrets)
+    env = {k: v for k, v in base.items() if not k.startswith("LANEBOARD_") and k not in drop}
+    for key, value in zip(GIVEN, (token, card_ref, db_url), strict=True):
+        if value:
+            env[key] = value
+    for key, value in (extra or {}).items():
+        if key.startswith("LANEBOARD_") and key not in GIVEN:
+            continue  # laneboard's own settings never reach the agent
+        env[key] = value
+    return env

@@ -1,0 +1,132 @@
+"""Helpers for driving the real agent CLIs against the scripted model server.
+
+The CLIs are the pinned npm packages that ``scripts/test-deps`` installs into
+``.cache/agent-clis``; a test that needs one fails (not skips) when it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server import ModelServer, ToolCall
+
+from laneboard.agents.env import agent_env
+from laneboard.board.service import Board
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI_BIN = ROOT / ".cache" / "agent-clis" / "node_modules" / ".bin"
+KINDS = ("claude", "codex", "pi")
+
+
+def cli_path(kind: str) -> str:
+    path = CLI_BIN / kind
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/test-deps to install the pinned agent CLIs")
+    return str(path)
+
+
+def base_path() -> str:
+    """PATH for agents: this interpreter's bin (for ``lb``), node, the system."""
+    parts = [os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]
+    return os.pathsep.join(dict.fromkeys(parts))
+
+
+@dataclass
+class Kind:
+    """How one agent kind is pointed at the model server, and its tool-call shapes."""
+
+    name: str
+    home: Path
+    server: ModelServer
+
+    def config(self, tmp: Path) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"binary": cli_path(self.name), "log_dir": str(tmp / "logs")}
+        if self.name == "pi":
+            cfg.update(provider="mock", model="test-model")
+        return cfg
+
+    def env(self, **board: str | None) -> dict[str, str]:
+        base = {
+            "PATH": base_path(),
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "LANEBOARD_SECRET_THING": "must-not-leak",
+        }
+        extra: dict[str, str] = {}
+        if self.name == "claude":
+            extra = {
+                "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
+                "ANTHROPIC_BASE_URL": self.server.url,
+                "ANTHROPIC_API_KEY": "test-key",
+                "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+            }
+        elif self.name == "codex":
+            codex_home = self.home / "codex"
+            codex_home.mkdir(parents=True, exist_ok=True)
+            (codex_home / "config.toml").write_text(
+                'model = "gpt-5.5"\nmodel_provider = "mock"\n'
+                '[model_providers.mock]\nname = "mock"\n'
+                f'base_url = "{self.server.url}/v1"\nwire_api = "responses"\n'
+            )
+            extra = {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "test-key"}
+        else:
+            pi_dir = self.home / "pi"
+            pi_dir.mkdir(parents=True, exist_ok=True)
+            (pi_dir / "models.json").write_text(
+                json.dumps(
+                    {
+                        "providers": {
+                            "mock": {
+                                "baseUrl": f"{self.server.url}/v1",
+                                "api": "openai-completions",
+                                "apiKey": "test-key",
+                                "compat": {
+                                    "supportsDeveloperRole": False,
+                                    "supportsReasoningEffort": False,
+                                },
+                                "models": [{"id": "test-model"}],
+                            }
+                        }
+                    }
+                )
+            )
+            extra = {"PI_CODING_AGENT_DIR": str(pi_dir), "PI_OFFLINE": "1"}
+        return agent_env(
+            base,
+            token=board.get("token"),
+            card_ref=board.get("card"),
+            db_url=board.get("db"),
+            extra=extra,
+        )
+
+    def bash(self, command: str) -> ToolCall:
+        if self.name == "claude":
+            return ToolCall("Bash", {"command": command, "description": "run a command"})
+        if self.name == "codex":
+            return ToolCall("exec_command", {"cmd": command})
+        return ToolCall("bash", {"command": command})
+
+    def write(self, lane: Path, name: str, content: str) -> ToolCall:
+        if self.name == "claude":
+            return ToolCall("Write", {"file_path": str(lane / name), "content": content})
+        if self.name == "codex":
+            body = "".join(f"+{line}\n" for line in content.splitlines())
+            patch = f"*** Begin Patch\n*** Add File: {name}\n{body}*** End Patch\n"
+            return ToolCall("apply_patch", patch, custom=True)
+        return ToolCall("write", {"path": name, "content": content})
+
+
+@dataclass
+class BoardSetup:
+    db_url: str
+    card: str
+    token: str
+    board: Board
