@@ -87,7 +87,7 @@ def cmd_agents_roles(ctx: Context) -> int:
     }
     rows = [[r.id, ",".join(r.lanes), r.agent, r.source, r.title] for r in catalog.roles]
     text = table(rows, ["ID", "LANES", "AGENT", "SOURCE", "TITLE"])
-    text += "\nclaim set: " + (", ".join(data["claim_set"]) or "(none)")
+    text += "\nclaim set: " + (", ".join(claim_set(catalog.roles)) or "(none)")
     for w in catalog.warnings:
         text += f"\nwarning: {w}"
     ctx.out(data, text)
