@@ -1,0 +1,99 @@
+"""``lb agents check`` with each pinned CLI present, missing from PATH, and configured to a
+path that does not exist; role placement when a kind is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agent_kit import CLI_BIN, KINDS, base_path, cli_path
+
+from laneboard.agents.discovery import resolve_role_kind, unresolved_error
+from laneboard.domain.roles import Role
+
+VERSIONS = {"claude": "2.1.197", "codex": "0.171.0", "pi": "0.73.1"}
+
+
+def lb(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "laneboard.cli.main", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def check_env(tmp_path: Path, path: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        "PATH": path,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+
+
+def test_check_reports_each_present_cli_with_version_and_handshake(tmp_path: Path) -> None:
+    for kind in KINDS:
+        cli_path(kind)
+    env = check_env(tmp_path, f"{CLI_BIN}{os.pathsep}{base_path()}")
+    out = lb(["agents", "check", "--json"], env, tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    by_kind = {k["kind"]: k for k in data["kinds"]}
+    for kind in KINDS:
+        entry = by_kind[kind]
+        assert entry["found"] is True, entry
+        assert entry["version"] == VERSIONS[kind]
+        assert entry["handshake"] is True, entry
+        assert entry["path"] == str(CLI_BIN / kind)
+        assert entry["permissions"]["allow_all_tools"] is False
+    assert data["available"] == list(KINDS)
+    text = lb(["agents", "check", "--no-handshake"], env, tmp_path)
+    assert text.returncode == 0
+    assert "2.1.197" in text.stdout and "0.171.0" in text.stdout
+
+
+def test_check_reports_missing_clis_from_path_and_a_configured_path_nowhere(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "laneboard"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text(
+        "[supervisor.agent_kinds.codex]\n"
+        f'binary = "{tmp_path / "nowhere" / "codex"}"\n'
+        "[supervisor.agent_kinds.pi]\n"
+        f'binary = "{CLI_BIN / "pi"}"\n'
+    )
+    env = check_env(tmp_path, base_path())  # PATH without the CLI directory
+    out = lb(["agents", "check", "--json"], env, tmp_path)
+    assert out.returncode == 0, out.stderr
+    by_kind = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}
+    assert by_kind["claude"]["found"] is False
+    assert "not on PATH" in by_kind["claude"]["error"]
+    assert by_kind["codex"]["found"] is False
+    assert "nowhere/codex does not exist" in by_kind["codex"]["error"]
+    assert by_kind["pi"]["found"] is True and by_kind["pi"]["handshake"] is True
+    assert json.loads(out.stdout)["available"] == ["pi"]
+    text = lb(["agents", "check", "--kind", "claude"], env, tmp_path)
+    assert "claude  no" in text.stdout
+
+
+def test_a_role_falls_back_to_another_kind_that_carries_it() -> None:
+    role = Role(id="worker", agent="claude", extra={"agents": ["codex", "pi"]})
+    assert resolve_role_kind(role, ["claude", "codex", "pi"]) == "claude"
+    assert resolve_role_kind(role, ["pi", "codex"], ["claude", "pi", "codex"]) == "pi"
+    assert resolve_role_kind(role, ["codex"]) == "codex"
+    only_claude = Role(id="linus", agent="claude")
+    assert resolve_role_kind(only_claude, ["codex", "pi"]) is None
+    err = unresolved_error(only_claude, ["codex", "pi"])
+    assert err.code == "AGENT_UNAVAILABLE" and "linus" in err.message
+    anywhere = Role(id="helper", agent="any")
+    assert resolve_role_kind(anywhere, ["pi", "codex"], ["codex", "pi"]) == "codex"
+    assert resolve_role_kind(anywhere, []) is None
