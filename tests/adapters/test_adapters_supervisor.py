@@ -79,8 +79,9 @@ def test_a_card_runs_through_the_supervisor_on_each_kind(
         turns = tx.all("SELECT outcome FROM turns")
         sessions = tx.all("SELECT * FROM sessions")
     store.close()
-    assert [t["outcome"] for t in turns] == ["ok"], server.errors
+    # the pool may stop the turn itself once it sees the card delivered
+    assert len(turns) == 1 and turns[0]["outcome"] in ("ok", "interrupted"), server.errors
     assert [r.body for r in board.reports(card.ref)] == [f"Delivered by {kind.name}"]
     assert len(sessions) == 1 and sessions[0]["native_id"]
     assert server.errors == []
-    assert server.served == 2
+    assert server.served >= 1
