@@ -487,6 +487,8 @@ class Board:
         idempotency_key: str | None = None,
     ) -> Card:
         dst = parse_status(to)
+        if idempotency_key is not None:
+            inputs.text(idempotency_key, "idempotency key", limit=500)
         if dst is Status.IN_PROGRESS:
             # todo -> in_progress is a claim; in_review -> in_progress is rework
             with self.store.read() as tx:
@@ -575,6 +577,10 @@ class Board:
     ) -> Card:
         """Take a card (compare-and-swap). Losers get ``CLAIM_CONFLICT``."""
         who = holder or actor.name
+        if holder is not None:
+            inputs.text(holder, "holder", limit=200)
+        if idempotency_key is not None:
+            inputs.text(idempotency_key, "idempotency key", limit=500)
         if actor.kind is ActorKind.AGENT and holder not in (None, actor.name):
             raise LaneboardError(
                 "FORBIDDEN", "an agent claims only under its own name", "drop --holder"

@@ -1,0 +1,470 @@
+"""The real ``lb`` in subprocesses: exact JSON documents, exit codes, one-line errors.
+
+The clock is pinned with ``LANEBOARD_NOW`` so every timestamp is known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from laneboard.board.tokens import Tokens
+from laneboard.domain.clock import FakeClock
+from laneboard.domain.model import human
+from laneboard.store import open_store
+
+NOW = "2026-01-01T00:00:00.000Z"
+LATER = "2026-01-01T00:15:00.000Z"
+_BIN = Path(sys.executable).parent / "lb"
+LB = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "laneboard.cli.main"]
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+class Cli:
+    def __init__(self, tmp: Path) -> None:
+        self.db = tmp / "board.db"
+        self.url = f"sqlite:///{self.db}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
+        self.env.update(LANEBOARD_DATABASE_URL=self.url, LANEBOARD_NOW=NOW, LANEBOARD_USER="alice")
+
+    def run(self, *args: str, stdin: str = "", **env: str) -> Run:
+        p = subprocess.run(
+            [*LB, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**self.env, **env},
+            timeout=60,
+        )
+        return Run(p.returncode, p.stdout, p.stderr)
+
+    def ok(self, *args: str, stdin: str = "", **env: str) -> Any:
+        r = self.run(*args, "--json", stdin=stdin, **env)
+        assert (r.code, r.err) == (0, ""), r.err
+        return json.loads(r.out)
+
+    def events(self) -> int:
+        with sqlite3.connect(self.db) as conn:
+            return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def refuse(self, code: str, exit_code: int, *args: str, **env: str) -> str:
+        """The command fails with one stderr line naming ``code`` and writes nothing."""
+        before = self.events()
+        r = self.run(*args, **env)
+        assert r.code == exit_code, (r.code, r.err)
+        assert r.out == ""
+        lines = r.err.splitlines()
+        assert len(lines) == 1 and r.err.endswith("\n"), r.err
+        assert lines[0].startswith(f"error {code}: "), lines[0]
+        assert " — " in lines[0], "the line names the fix"
+        assert self.events() == before, f"{code} wrote an event"
+        return lines[0]
+
+    def token(self, name: str, card_id: int, epoch: int) -> str:
+        store = open_store(self.url, FakeClock())
+        try:
+            raw, _ = Tokens(store).create(human("alice"), name, card_id=card_id, epoch=epoch)
+        finally:
+            store.close()
+        return raw
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    c = Cli(tmp_path)
+    c.ok("init", "--project", "WEB", "--path", str(tmp_path))
+    return c
+
+
+def card_doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": 1,
+        "ref": "WEB-1",
+        "project_id": 1,
+        "title": "t",
+        "description": "",
+        "kind": "task",
+        "parent_id": None,
+        "status": "todo",
+        "assignee": None,
+        "priority": 2,
+        "labels": [],
+        "acceptance": [],
+        "acceptance_mode": "auto",
+        "delivery_round": 1,
+        "checks": [],
+        "allowed_paths": [],
+        "claim": {
+            "holder": None,
+            "actor_kind": None,
+            "session_id": None,
+            "claimed_at": None,
+            "heartbeat_at": None,
+            "epoch": 0,
+        },
+        "meta": {},
+        "idempotency_key": None,
+        "run_id": None,
+        "depends_on": [],
+        "status_since": NOW,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "version": 1,
+    }
+    doc.update(over)
+    return doc
+
+
+def claim_doc(holder: str, kind: str, epoch: int, at: str = NOW, session: Any = None) -> Any:
+    return {
+        "holder": holder,
+        "actor_kind": kind,
+        "session_id": session,
+        "claimed_at": at,
+        "heartbeat_at": at,
+        "epoch": epoch,
+    }
+
+
+# -- success paths ----------------------------------------------------------------------
+def test_init_and_projects(tmp_path: Path) -> None:
+    c = Cli(tmp_path)
+    got = c.ok("init", "--project", "WEB", "--path", str(tmp_path))
+    project = {
+        "id": 1,
+        "key": "WEB",
+        "name": "WEB",
+        "path": str(tmp_path),
+        "base_ref": None,
+        "created_at": NOW,
+    }
+    assert got["database"] == c.url
+    assert got == {"database": c.url, "schema_version": got["schema_version"], "project": project}
+    assert isinstance(got["schema_version"], int) and got["schema_version"] >= 1
+    again = c.ok("init")  # re-running init is harmless
+    assert again == {"database": c.url, "schema_version": got["schema_version"]}
+    api = c.ok("project", "add", "API", "--name", "Api", "--base-ref", "develop")
+    assert api == {
+        "id": 2,
+        "key": "API",
+        "name": "Api",
+        "path": None,
+        "base_ref": "develop",
+        "created_at": NOW,
+    }
+    assert c.ok("project", "list") == [project, api]
+    text = c.run("project", "list")
+    assert text.code == 0
+    assert text.out.splitlines()[0].split() == ["KEY", "NAME", "PATH", "BASE"]
+    assert c.run("project", "add", "WEB").code == 1
+
+
+def test_card_lifecycle_documents(cli: Cli) -> None:
+    add = cli.ok(
+        "card",
+        "add",
+        "WEB",
+        "Fix login",
+        "-d",
+        "the form 500s",
+        "-p",
+        "1",
+        "--label",
+        "auth",
+        "--accept",
+        "login works",
+        "--acceptance-mode",
+        "off",
+        "--check",
+        "pytest -q",
+        "--allow-path",
+        "src/auth",
+        "--meta",
+        '{"origin": "cli"}',
+        "--key",
+        "k1",
+    )
+    expected = card_doc(
+        title="Fix login",
+        description="the form 500s",
+        priority=1,
+        labels=["auth"],
+        acceptance=[{"id": "A1", "text": "login works"}],
+        acceptance_mode="off",
+        checks=["pytest -q"],
+        allowed_paths=["src/auth"],
+        meta={"origin": "cli"},
+        idempotency_key="k1",
+    )
+    assert add == expected
+    assert cli.ok("card", "add", "WEB", "other title", "--key", "k1") == expected
+    assert cli.ok("card", "list") == [expected]
+
+    claimed = cli.ok("card", "claim", "WEB-1", "--session", "s1", LANEBOARD_USER="bob")
+    expected.update(
+        status="in_progress",
+        assignee="bob",
+        claim=claim_doc("bob", "human", 1, session="s1"),
+        version=2,
+    )
+    assert claimed == expected
+    beat = cli.ok("card", "heartbeat", "WEB-1", LANEBOARD_NOW=LATER, LANEBOARD_USER="bob")
+    expected.update(version=3, updated_at=LATER)
+    expected["claim"] = {**expected["claim"], "heartbeat_at": LATER}
+    assert beat == expected
+
+    comment = cli.ok("card", "comment", "WEB-1", "looking at it", "--kind", "finding")
+    assert comment == {
+        "id": 1,
+        "card_id": 1,
+        "kind": "finding",
+        "body": "looking at it",
+        "author": "alice",
+        "author_kind": "human",
+        "created_at": NOW,
+    }
+    report = cli.ok(
+        "card",
+        "report",
+        "WEB-1",
+        "--body",
+        "-",
+        "--commit",
+        "abc",
+        "--evidence",
+        "0:pytest -q",
+        "--evidence",
+        "1:ruff check",
+        stdin="all green\n",
+        LANEBOARD_USER="bob",
+    )
+    assert report == {
+        "id": 1,
+        "card_id": 1,
+        "round": 1,
+        "body": "all green\n",
+        "commit": "abc",
+        "evidence": [
+            {"command": "pytest -q", "exit_code": 0, "digest": "", "summary": "", "log_path": None},
+            {
+                "command": "ruff check",
+                "exit_code": 1,
+                "digest": "",
+                "summary": "",
+                "log_path": None,
+            },
+        ],
+        "author": "bob",
+        "author_kind": "human",
+        "created_at": NOW,
+    }
+    moved = cli.ok("card", "move", "WEB-1", "in_review", LANEBOARD_USER="bob")
+    expected.update(status="in_review", version=4, updated_at=NOW, status_since=NOW)
+    expected["claim"] = {**expected["claim"], "heartbeat_at": None}
+    assert moved == expected
+    done = cli.ok("card", "move", "WEB-1", "done", "--note", "ship it")
+    expected.update(
+        status="done", version=5, idempotency_key=None, meta={"origin": "cli", "released_key": "k1"}
+    )
+    assert done == expected
+
+    detail = cli.ok("card", "get", "web-1")
+    assert detail == {
+        **expected,
+        "comments": [
+            comment,
+            {**comment, "id": 2, "kind": "note", "body": "ship it"},
+        ],
+        "reports": [report],
+        "dependencies": [],
+    }
+    text = cli.run("card", "get", "WEB-1")
+    assert text.code == 0 and text.out.startswith("WEB-1  Fix login\n  status done")
+
+    tail = cli.run("events", "tail", "-n", "3", "--json")
+    assert tail.code == 0
+    events = [json.loads(line) for line in tail.out.splitlines()]
+    assert [e["type"] for e in events] == ["report.added", "card.moved", "card.moved"]
+    assert events[-1] == {
+        "id": 8,
+        "at": NOW,
+        "type": "card.moved",
+        "card_id": 1,
+        "project_id": 1,
+        "run_id": None,
+        "actor": "alice",
+        "actor_kind": "human",
+        "payload": {"ref": "WEB-1", "from": "in_review", "to": "done", "reason": None, "round": 1},
+    }
+    after = cli.run("events", "tail", "--after", "6", "--json", "--card", "WEB-1")
+    assert [json.loads(x)["id"] for x in after.out.splitlines()] == [7, 8]
+
+
+def test_edit_list_link_release_candidates(cli: Cli) -> None:
+    cli.ok("card", "add", "WEB", "epic", "--kind", "epic")
+    cli.ok("card", "add", "WEB", "a", "--assignee", "worker")
+    cli.ok("card", "add", "WEB", "b", "--status", "backlog")
+    edited = cli.ok(
+        "card", "edit", "WEB-2", "--title", "A", "--parent", "WEB-1", "--meta", '{"x": 1}'
+    )
+    assert edited == card_doc(
+        id=2, ref="WEB-2", title="A", assignee="worker", parent_id=1, meta={"x": 1}, version=2
+    )
+    assert [c["ref"] for c in cli.ok("card", "list", "--status", "backlog")] == ["WEB-3"]
+    assert [c["ref"] for c in cli.ok("card", "list", "--assignee", "worker")] == ["WEB-2"]
+    assert [c["ref"] for c in cli.ok("card", "list", "--unassigned")] == ["WEB-1", "WEB-3"]
+    assert [c["ref"] for c in cli.ok("card", "list", "--parent", "WEB-1")] == ["WEB-2"]
+    linked = cli.ok("card", "link", "WEB-3", "WEB-2")
+    assert linked["depends_on"] == [2]
+    assert cli.ok("card", "link", "WEB-3", "WEB-2", "--remove")["depends_on"] == []
+
+    cands = cli.ok("card", "candidates", "--assignee", "worker", "--include-unassigned")
+    assert cands == [
+        {
+            "ref": "WEB-1",
+            "id": 1,
+            "title": "epic",
+            "status": "todo",
+            "assignee": None,
+            "priority": 2,
+            "weight": 0.0,
+            "fanout": 0,
+            "stale": False,
+        },
+        {
+            "ref": "WEB-2",
+            "id": 2,
+            "title": "A",
+            "status": "todo",
+            "assignee": "worker",
+            "priority": 2,
+            "weight": 0.0,
+            "fanout": 0,
+            "stale": False,
+        },
+    ]
+    assert cli.ok("card", "candidates", "--assignee", "nobody") == []
+    cli.ok("card", "claim", "WEB-2", "--holder", "worker")
+    stale = cli.ok("card", "candidates", "--assignee", "worker", "--stale", LANEBOARD_NOW=LATER)
+    assert stale == []  # 15 minutes is not stale yet
+    later = "2026-01-01T00:30:00Z"
+    stale = cli.ok("card", "candidates", "--assignee", "worker", "--stale", LANEBOARD_NOW=later)
+    assert [(c["ref"], c["stale"], c["weight"]) for c in stale] == [("WEB-2", True, 45.0)]
+    released = cli.ok("card", "release", "WEB-2", "--note", "back to the pool")
+    assert (released["status"], released["claim"]) == (
+        "todo",
+        {
+            "holder": None,
+            "actor_kind": None,
+            "session_id": None,
+            "claimed_at": NOW,
+            "heartbeat_at": None,
+            "epoch": 1,
+        },
+    )
+
+
+def test_agent_token_writes_are_attributed_and_fenced(cli: Cli) -> None:
+    cli.ok("card", "add", "WEB", "mine")
+    cli.ok("card", "add", "WEB", "not mine")
+    tok = cli.token("w1", card_id=1, epoch=1)
+    got = cli.ok("card", "claim", "WEB-1", LANEBOARD_TOKEN=tok)
+    assert got["claim"] == claim_doc("w1", "agent", 1)
+    c = cli.ok("card", "comment", "WEB-1", "on it", LANEBOARD_TOKEN=tok)
+    assert (c["author"], c["author_kind"]) == ("w1", "agent")
+    line = cli.refuse("FORBIDDEN", 1, "card", "comment", "WEB-2", "hi", LANEBOARD_TOKEN=tok)
+    assert line == (
+        "error FORBIDDEN: this agent credential is scoped to card 1, not WEB-2 — "
+        "agents write only the card they were dispatched for"
+    )
+    cli.refuse("FORBIDDEN", 1, "project", "add", "EVIL", LANEBOARD_TOKEN=tok)
+    bad = cli.run("card", "get", "WEB-1", LANEBOARD_TOKEN="lbt_forged")
+    assert bad.code == 0  # reads need no identity
+    cli.refuse("UNAUTHORIZED", 1, "card", "comment", "WEB-1", "x", LANEBOARD_TOKEN="lbt_forged")
+
+
+# -- refusals ---------------------------------------------------------------------------
+def test_each_error_code_is_one_line_and_writes_nothing(cli: Cli) -> None:
+    cli.ok("card", "add", "WEB", "a")
+    cli.ok("card", "add", "WEB", "b", "--depends-on", "WEB-1")
+
+    line = cli.refuse("NOT_FOUND", 1, "card", "get", "WEB-99")
+    assert line == "error NOT_FOUND: card WEB-99 does not exist — list cards with: lb card list"
+    cli.refuse("NOT_FOUND", 1, "card", "move", "WEB-99", "done")
+    cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "   ")
+    cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "x", "--meta", "[1]")
+    cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "x", "--priority", "7")
+    cli.refuse("BAD_INPUT", 2, "card", "move", "WEB-1", "doing")
+    cli.refuse("BAD_INPUT", 2, "card", "move", "WEB-1", "blocked", "--reason", "x", "--key", " ")
+    cli.refuse("BAD_INPUT", 2, "card", "report", "WEB-1", "--body", "b", "--evidence", "pytest")
+    cli.refuse("ILLEGAL_TRANSITION", 1, "card", "move", "WEB-1", "done")
+    cli.refuse("DEPENDENCY_CYCLE", 1, "card", "link", "WEB-1", "WEB-2")
+    cli.refuse("CLAIM_CONFLICT", 1, "card", "claim", "WEB-2")  # WEB-1 is not done
+
+    tok = cli.token("w1", card_id=1, epoch=1)
+    cli.ok("card", "claim", "WEB-1", LANEBOARD_TOKEN=tok)
+    cli.refuse("CLAIM_CONFLICT", 1, "card", "claim", "WEB-1", "--holder", "w2")
+    cli.refuse("REPORT_REQUIRED", 1, "card", "move", "WEB-1", "in_review", LANEBOARD_TOKEN=tok)
+    cli.refuse("ACCEPTANCE_FORBIDDEN", 1, "card", "move", "WEB-1", "done")
+    cli.refuse("FORBIDDEN", 1, "card", "heartbeat", "WEB-2", LANEBOARD_TOKEN=tok)
+    # the same holder re-claims after 10 minutes: epoch 2; the epoch-1 token is now stale
+    cli.ok("card", "claim", "WEB-1", "--holder", "w1", LANEBOARD_NOW=LATER)
+    line = cli.refuse("STALE_CLAIM", 1, "card", "heartbeat", "WEB-1", LANEBOARD_TOKEN=tok)
+    assert line == (
+        "error STALE_CLAIM: claim epoch 1 on WEB-1 is stale (current 2) — "
+        "your claim was taken over; stop working on this card"
+    )
+    cli.refuse("STALE_CLAIM", 1, "card", "report", "WEB-1", "--body", "x", LANEBOARD_TOKEN=tok)
+
+    # with --json the error is also a document on stdout
+    before = cli.events()
+    r = cli.run("card", "move", "WEB-2", "done", "--json")
+    assert r.code == 1 and len(r.err.splitlines()) == 1
+    assert json.loads(r.out) == {
+        "error": {
+            "code": "ILLEGAL_TRANSITION",
+            "message": "todo -> done is not a legal move",
+            "fix": "from todo the legal moves are: backlog, blocked, canceled, in_progress",
+        }
+    }
+    assert cli.events() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("nope",),
+        ("card",),
+        ("card", "get"),
+        ("card", "add", "WEB"),
+        ("card", "add", "WEB", "t", "--priority", "high"),
+        ("card", "add", "WEB", "t", "--kind", "story"),
+        ("card", "move", "WEB-1", "done", "--bogus"),
+        ("events", "tail", "-n", "x"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_usage_errors_exit_2_with_one_line(cli: Cli, args: tuple[str, ...]) -> None:
+    line = cli.refuse("USAGE", 2, *args)
+    assert line.endswith("--help")
+
+
+def test_bad_environment_is_reported(cli: Cli) -> None:
+    line = cli.refuse("CONFIG_INVALID", 2, "card", "list", LANEBOARD_NOW="yesterday")
+    assert "LANEBOARD_NOW" in line
+    r = cli.run("card", "list", LANEBOARD_DATABASE_URL="mysql://x/y")
+    assert r.code == 2 and r.err.startswith("error CONFIG_INVALID: unsupported database URL")
