@@ -216,7 +216,10 @@ class Board:
         meta: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         run_id: int | None = None,
+        tx: Tx | None = None,
     ) -> Card:
+        """Create a card. With ``tx`` the card is written inside that open write
+        transaction (the caller commits it, and a constraint failure propagates)."""
         title = inputs.text(title, "title", limit=500)
         inputs.text(description, "description", empty=True)
         kind_v = parse_enum(CardKind, kind, "card kind")
@@ -253,12 +256,13 @@ class Board:
                 dict(meta or {}),
                 idempotency_key,
                 run_id,
+                tx,
             )
         except IntegrityError:
-            if idempotency_key is None:
+            if idempotency_key is None or tx is not None:
                 raise
-            with self.store.read() as tx:  # lost a race on the same key: return the winner
-                found = tx.card_by_key(idempotency_key)
+            with self.store.read() as rtx:  # lost a race on the same key: return the winner
+                found = rtx.card_by_key(idempotency_key)
             if found is None:
                 raise
             return found
@@ -283,75 +287,108 @@ class Board:
         meta: dict[str, Any],
         key: str | None,
         run_id: int | None,
+        outer: Tx | None = None,
     ) -> Card:
+        if outer is not None:
+            return self._create_in(
+                outer, actor, project, title, description, kind, parent, assignee, priority,
+                labels, crit, mode, checks_, paths, st, depends_on, meta, key, run_id,
+            )  # fmt: skip
         with self.store.write() as tx:
-            if key is not None:
-                existing = tx.card_by_key(key)
-                if existing is not None:
-                    return existing
-            p = self._project(tx, project)
-            parent_id = None
-            if parent is not None:
-                pc = self._card(tx, parent)
-                if pc.kind is not CardKind.EPIC:
-                    raise bad_input(f"{pc.ref} is not an epic", "a parent must be an epic card")
-                if pc.terminal:
-                    raise bad_input(f"epic {pc.ref} is {pc.status.value}", "pick an open epic")
-                parent_id = pc.id
-            if actor.kind is ActorKind.AGENT and actor.card_id is not None:
-                raise LaneboardError(
-                    "FORBIDDEN",
-                    "a card-scoped agent credential cannot create cards",
-                    "comment on your card with the proposed work instead",
-                )
-            dep_cards = [self._card(tx, d) for d in depends_on]
-            now = tx.now()
-            number = tx.take_card_number(p.id)
-            cid = tx.insert_card(
-                {
-                    "project_id": p.id,
-                    "number": number,
-                    "ref": f"{p.key}-{number}",
-                    "title": title,
-                    "description": description,
-                    "kind": kind.value,
-                    "parent_id": parent_id,
-                    "status": st.value,
-                    "assignee": assignee,
-                    "priority": priority,
-                    "labels": labels,
-                    "acceptance": [c.to_dict() for c in crit],
-                    "acceptance_mode": mode.value,
-                    "delivery_round": 1,
-                    "checks": checks_,
-                    "allowed_paths": paths,
-                    "meta": meta,
-                    "idempotency_key": key,
-                    "run_id": run_id,
-                    "status_since": now,
-                    "created_at": now,
-                    "updated_at": now,
-                }
+            return self._create_in(
+                tx, actor, project, title, description, kind, parent, assignee, priority,
+                labels, crit, mode, checks_, paths, st, depends_on, meta, key, run_id,
+            )  # fmt: skip
+
+    def _create_in(
+        self,
+        tx: Tx,
+        actor: Actor,
+        project: str | int,
+        title: str,
+        description: str,
+        kind: CardKind,
+        parent: str | int | None,
+        assignee: str | None,
+        priority: int,
+        labels: list[str],
+        crit: list[Any],
+        mode: AcceptanceMode,
+        checks_: list[str],
+        paths: list[str],
+        st: Status,
+        depends_on: list[str | int],
+        meta: dict[str, Any],
+        key: str | None,
+        run_id: int | None,
+    ) -> Card:
+        if key is not None:
+            existing = tx.card_by_key(key)
+            if existing is not None:
+                return existing
+        p = self._project(tx, project)
+        parent_id = None
+        if parent is not None:
+            pc = self._card(tx, parent)
+            if pc.kind is not CardKind.EPIC:
+                raise bad_input(f"{pc.ref} is not an epic", "a parent must be an epic card")
+            if pc.terminal:
+                raise bad_input(f"epic {pc.ref} is {pc.status.value}", "pick an open epic")
+            parent_id = pc.id
+        if actor.kind is ActorKind.AGENT and actor.card_id is not None:
+            raise LaneboardError(
+                "FORBIDDEN",
+                "a card-scoped agent credential cannot create cards",
+                "comment on your card with the proposed work instead",
             )
-            for d in dep_cards:
-                tx.insert_link(cid, d.id)
-            card = tx.card(cid)
-            assert card is not None
-            tx.append_event(
-                "card.created",
-                actor,
-                card_id=cid,
-                project_id=p.id,
-                run_id=run_id,
-                payload={
-                    "ref": card.ref,
-                    "title": title,
-                    "status": st.value,
-                    "assignee": assignee,
-                    "idempotency_key": key,
-                },
-            )
-            return card
+        dep_cards = [self._card(tx, d) for d in depends_on]
+        now = tx.now()
+        number = tx.take_card_number(p.id)
+        cid = tx.insert_card(
+            {
+                "project_id": p.id,
+                "number": number,
+                "ref": f"{p.key}-{number}",
+                "title": title,
+                "description": description,
+                "kind": kind.value,
+                "parent_id": parent_id,
+                "status": st.value,
+                "assignee": assignee,
+                "priority": priority,
+                "labels": labels,
+                "acceptance": [c.to_dict() for c in crit],
+                "acceptance_mode": mode.value,
+                "delivery_round": 1,
+                "checks": checks_,
+                "allowed_paths": paths,
+                "meta": meta,
+                "idempotency_key": key,
+                "run_id": run_id,
+                "status_since": now,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        for d in dep_cards:
+            tx.insert_link(cid, d.id)
+        card = tx.card(cid)
+        assert card is not None
+        tx.append_event(
+            "card.created",
+            actor,
+            card_id=cid,
+            project_id=p.id,
+            run_id=run_id,
+            payload={
+                "ref": card.ref,
+                "title": title,
+                "status": st.value,
+                "assignee": assignee,
+                "idempotency_key": key,
+            },
+        )
+        return card
 
     def get(self, ref: str | int) -> Card:
         with self.store.read() as tx:
