@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "laneboard.cli.board_cmds",
     "laneboard.cli.loop_cmds",
     "laneboard.cli.agents_cmds",
+    "laneboard.cli.schedule_cmds",
 )
 
 

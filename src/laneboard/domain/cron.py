@@ -75,6 +75,11 @@ def _field_values(index: int, raw: str) -> frozenset[int]:
     for term in raw.split(","):
         m = _TERM.match(term)
         if m is None:
+            if term.isalpha() and index >= 3:
+                first = "0 = Sunday, 7 = Sunday" if index == 4 else "1 = January"
+                raise _refuse(
+                    name, raw, f"names like {term!r} are not accepted", f"use numbers ({first})"
+                )
             what = "an empty list item" if term == "" else f"{term!r} is not a cron term"
             raise _refuse(name, raw, what)
         base, step_s = m.group(1), m.group(2)
@@ -99,7 +104,10 @@ def _field_values(index: int, raw: str) -> frozenset[int]:
             span = hi - lo + 1
             if step < 1 or step > span:
                 raise _refuse(
-                    name, raw, f"step {step} is out of range 1-{span}", f"use a step from 1 to {span}"
+                    name,
+                    raw,
+                    f"step {step} is out of range 1-{span}",
+                    f"use a step from 1 to {span}",
                 )
         values.update(range(start, end + 1, step))
     if index == 4:
