@@ -33,8 +33,8 @@ from laneboard.domain.status import (
     parse_status,
 )
 from laneboard.errors import LaneboardError, bad_input, not_found
-from laneboard.store import IntegrityError, Store
-from laneboard.store.tx import Tx
+from laneboard.store import IntegrityError, Store, rows
+from laneboard.store.tx import Tx, claim_probe_sql
 
 TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
 
@@ -622,6 +622,8 @@ class Board:
             raise LaneboardError(
                 "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
             )
+        if idempotency_key is None:
+            self._claim_probe(actor, ref, who)
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -632,14 +634,43 @@ class Board:
                 tx.remember(idempotency_key, "claim", new.id, {"card_id": new.id})
             return new
 
+    def _claim_probe(self, actor: Actor, ref: str | int, who: str) -> None:
+        """Refuse a claim that cannot win without taking the write lock.
+
+        One read statement on its own snapshot: refusing on it is the same as losing
+        the race at that instant. A claim that looks winnable goes on to the CAS.
+        """
+        r = inputs.card_ref(ref)
+        got = self.store.query(claim_probe_sql("id" if isinstance(r, int) else "ref"), (r,))
+        if not got:
+            return  # the write path reports NOT_FOUND
+        card = rows.card(got[0])
+        self._may_write(actor, card)
+        self._refuse_claim(card, actor, who, bool(got[0]["deps_done"]), self.store.clock.now_ms())
+
+    def _refuse_claim(self, card: Card, actor: Actor, who: str, deps_done: bool, now: int) -> None:
+        verdict = claims.claim_verdict(
+            card, who, deps_done, now, self.windows, may_bypass_assignee=actor.is_human
+        )
+        if not verdict.ok:
+            raise LaneboardError(
+                "CLAIM_CONFLICT",
+                f"{card.ref} cannot be claimed: {verdict.reason}",
+                "pick another card from: lb card candidates",
+            )
+
     def claim_in(
         self, tx: Tx, actor: Actor, ref: str | int, who: str, session_id: str | None
     ) -> Card:
         """The claim inside an open write transaction (used by the supervisor)."""
-        card = self._card(tx, ref, lock=True)
-        self._may_write(actor, card)
+        r = inputs.card_ref(ref)
+        cid = r if isinstance(r, int) else tx.card_id_by_ref(r)
+        if cid is None:
+            raise not_found("card", ref, "list cards with: lb card list")
+        if actor.kind is ActorKind.AGENT and actor.card_id not in (None, cid):
+            self._may_write(actor, self._card(tx, cid))
         row = tx.claim(
-            card.id,
+            cid,
             who,
             actor.kind.value,
             session_id,
@@ -647,42 +678,36 @@ class Board:
             bypass_assignee=actor.is_human,
         )
         if row is None:
-            verdict = claims.claim_verdict(
-                card,
-                who,
-                tx.deps_done(card.id),
-                tx.now(),
-                self.windows,
-                may_bypass_assignee=actor.is_human,
-            )
-            raise LaneboardError(
+            card = self._card(tx, cid)
+            self._refuse_claim(card, actor, who, tx.deps_done(cid), tx.now())
+            raise LaneboardError(  # the CAS and the rules disagree: never expected
                 "CLAIM_CONFLICT",
-                f"{card.ref} cannot be claimed: {verdict.reason}",
+                f"{card.ref} cannot be claimed right now",
                 "pick another card from: lb card candidates",
             )
-        new = tx.card(card.id)
-        assert new is not None
-        takeover = card.status is Status.IN_PROGRESS and card.holder not in (None, who)
+        new = rows.card(row, tx.dependencies(cid))
+        prev_status, prev_holder = row["prev_status"], row["prev_holder"]
+        takeover = prev_status == Status.IN_PROGRESS.value and prev_holder not in (None, who)
         if takeover:
             tx.insert_comment(
-                card.id,
+                cid,
                 CommentKind.CHANGE.value,
-                f"{who} took over {card.ref} from {card.holder} (heartbeat stale)",
+                f"{who} took over {new.ref} from {prev_holder} (heartbeat stale)",
                 actor,
             )
         tx.append_event(
             "card.claimed",
             actor,
-            card_id=card.id,
-            project_id=card.project_id,
-            run_id=card.run_id,
+            card_id=cid,
+            project_id=new.project_id,
+            run_id=new.run_id,
             payload={
-                "ref": card.ref,
+                "ref": new.ref,
                 "holder": who,
                 "epoch": new.claim_epoch,
-                "from": card.status.value,
+                "from": prev_status,
                 "takeover": takeover,
-                "previous_holder": card.holder,
+                "previous_holder": prev_holder,
             },
         )
         return new

@@ -125,6 +125,14 @@ class Store(abc.ABC):
         with self._transaction(False) as conn:
             yield Tx(self, conn)
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One read statement on its own snapshot, outside any explicit transaction.
+
+        Cheaper than ``read()`` for a single lookup (no BEGIN/COMMIT round trips).
+        """
+        with self.read() as tx:
+            return tx.all(sql, params)
+
     def close(self) -> None:
         """Close every connection this store opened."""
         with self._plock:

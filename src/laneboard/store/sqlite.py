@@ -92,6 +92,16 @@ class SQLiteStore(Store):
             raise
         self._release(raw)
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        raw = self._acquire()  # autocommit: one statement is its own snapshot
+        try:
+            got = _SqliteConn(raw).execute(sql, params)
+        except BaseException:
+            self._release(raw, broken=raw.in_transaction)
+            raise
+        self._release(raw)
+        return got
+
     def introspect(self) -> dict[str, Any]:
         raw = self._acquire()
         try:

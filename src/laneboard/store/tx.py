@@ -49,6 +49,15 @@ _NOT_READY = (
 )
 
 
+def claim_probe_sql(by: str) -> str:
+    """One read statement: a card row (by ``id`` or ``ref``) plus ``deps_done``."""
+    assert by in ("id", "ref")
+    return (
+        f"SELECT cards.*, CASE WHEN {_NOT_READY} THEN 0 ELSE 1 END AS deps_done "
+        f"FROM cards WHERE {by} = ?"
+    )
+
+
 class Tx:
     """One open transaction. Obtain it from ``Store.write()`` or ``Store.read()``."""
 
@@ -342,36 +351,52 @@ class Tx:
         *,
         bypass_assignee: bool = False,
     ) -> Row | None:
-        """The claim: one compare-and-swap statement. Returns the new row or None."""
+        """The claim: one compare-and-swap statement. Returns the new row or None.
+
+        The row also carries ``prev_status`` and ``prev_holder``: the values the CAS
+        replaced (for the takeover comment and the event).
+        """
         now = self.now()
-        return self.one(
-            "UPDATE cards SET status = 'in_progress', holder = ?, holder_kind = ?, "
+        sets = (
+            "status = 'in_progress', holder = ?, holder_kind = ?, "
             "session_id = ?, claimed_at = ?, heartbeat_at = ?, claim_epoch = claim_epoch + 1, "
             "version = version + 1, updated_at = ?, assignee = coalesce(assignee, ?), "
-            "status_since = CASE WHEN status = 'in_progress' THEN status_since ELSE ? END "
-            "WHERE id = ? AND ("
+            "status_since = CASE WHEN status = 'in_progress' THEN status_since ELSE ? END"
+        )
+        claimable = (
             f"(status = 'todo' AND (assignee IS NULL OR assignee = ? OR ? = 1) AND NOT {_NOT_READY})"
             " OR (status = 'in_progress' AND holder = ? AND "
             "(heartbeat_at IS NULL OR heartbeat_at <= ?))"
             " OR (status = 'in_progress' AND (heartbeat_at IS NULL OR heartbeat_at <= ?))"
-            ") RETURNING *",
-            (
-                holder,
-                holder_kind,
-                session_id,
-                now,
-                now,
-                now,
-                holder,
-                now,
-                card_id,
-                holder,
-                1 if bypass_assignee else 0,
-                holder,
-                now - windows.fresh_ms,
-                now - windows.takeover_ms,
-            ),
         )
+        set_params = (holder, holder_kind, session_id, now, now, now, holder, now)
+        where_params = (
+            holder,
+            1 if bypass_assignee else 0,
+            holder,
+            now - windows.fresh_ms,
+            now - windows.takeover_ms,
+        )
+        if self.pg:
+            # the old values come from the row version the statement locked
+            return self.one(
+                f"UPDATE cards SET {sets} FROM (SELECT id AS old_id, status AS prev_status, "
+                "holder AS prev_holder FROM cards WHERE id = ? FOR UPDATE) old "
+                f"WHERE cards.id = old.old_id AND ({claimable}) "
+                "RETURNING cards.*, old.prev_status, old.prev_holder",
+                (*set_params, card_id, *where_params),
+            )
+        # SQLite: the write lock is already exclusive, so a read first is exact
+        prev = self.one("SELECT status, holder FROM cards WHERE id = ?", (card_id,))
+        if prev is None:
+            return None
+        row = self.one(
+            f"UPDATE cards SET {sets} WHERE id = ? AND ({claimable}) RETURNING *",
+            (*set_params, card_id, *where_params),
+        )
+        if row is not None:
+            row["prev_status"], row["prev_holder"] = prev["status"], prev["holder"]
+        return row
 
     # -- links ---------------------------------------------------------------------
     def dependencies(self, card_id: int) -> tuple[int, ...]:
