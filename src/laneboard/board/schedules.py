@@ -142,6 +142,18 @@ def health(s: Schedule, now: int) -> tuple[str, int | None]:
     return (NEVER_RUN if done is None and s.last_outcome is None else OK), None
 
 
+def upcoming(s: Schedule, now: int) -> int | None:
+    """The next minute this schedule will fire in (this one if due and not yet fired)."""
+    if not s.enabled:
+        return None
+    expr, zone = s.expr, s.zone
+    nxt = cron.next_due_from(expr, zone, now)
+    done = s.covered()
+    if nxt is not None and done is not None and nxt <= done:
+        nxt = cron.next_due(expr, zone, done)
+    return nxt
+
+
 def _local_text(ms: int | None, zone: tzinfo) -> str | None:
     if ms is None:
         return None
@@ -151,7 +163,7 @@ def _local_text(ms: int | None, zone: tzinfo) -> str | None:
 def view(s: Schedule, now: int, refs: dict[int, str] | None = None) -> dict[str, Any]:
     expr, zone = s.expr, s.zone
     state, missed = health(s, now)
-    nxt = cron.next_due_from(expr, zone, now) if s.enabled else None
+    nxt = upcoming(s, now)
     refs = refs or {}
     return {
         "name": s.name,
@@ -535,11 +547,11 @@ def schedules_summary(store: Store, clock: Clock) -> dict[str, Any]:
     overdue: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     never: list[str] = []
-    upcoming: tuple[int, str] | None = None
+    soonest: tuple[int, str] | None = None
     for s in items:
         try:
             state, missed = health(s, now)
-            nxt = cron.next_due_from(s.expr, s.zone, now) if s.enabled else None
+            nxt = upcoming(s, now)
         except LaneboardError as err:
             failed.append({"name": s.name, "reason": err.message})
             continue
@@ -549,13 +561,13 @@ def schedules_summary(store: Store, clock: Clock) -> dict[str, Any]:
             never.append(s.name)
         if s.last_outcome == FAILED:
             failed.append({"name": s.name, "reason": s.last_detail})
-        if nxt is not None and (upcoming is None or nxt < upcoming[0]):
-            upcoming = (nxt, s.name)
+        if nxt is not None and (soonest is None or nxt < soonest[0]):
+            soonest = (nxt, s.name)
     return {
         "total": len(items),
         "enabled": sum(1 for s in items if s.enabled),
         "overdue": overdue,
         "failed": failed,
         "never_run": never,
-        "next": {"name": upcoming[1], "at": iso(upcoming[0])} if upcoming else None,
+        "next": {"name": soonest[1], "at": iso(soonest[0])} if soonest else None,
     }

@@ -215,15 +215,21 @@ def last_elapsed(expr: CronExpr, tz: tzinfo, now_ms: int, since_ms: int) -> int 
     upper = floor_minute(now_ms) - MINUTE_MS  # the last minute that has ended
     if upper < since_ms:
         return None
-    it = CronSim(expr.text, _aware(upper + MINUTE_MS - 1000, tz), reverse=True)
+    # walking backwards goes by wall time, which can land before the true latest
+    # occurrence around a repeated hour; walk forwards from each candidate to settle it
+    it = CronSim(expr.text, _aware(upper + MINUTE_MS, tz), reverse=True)
     for _ in range(_SEARCH_LIMIT):
         try:
-            dt = next(it)
+            cand = int(next(it).timestamp()) * 1000
         except StopIteration:
             return None
-        ms = int(dt.timestamp()) * 1000
-        if ms < since_ms:
+        best = cand if cand <= upper and is_due(expr, tz, cand) else None
+        for steps, o in enumerate(occurrences(expr, tz, cand)):
+            if o > upper or steps >= _SEARCH_LIMIT:
+                break
+            best = o
+        if best is not None:
+            return best if best >= since_ms else None
+        if cand < since_ms:
             return None
-        if ms <= upper and is_due(expr, tz, ms):
-            return ms
     return None
