@@ -16,6 +16,8 @@ COMMAND_MODULES = (
     "laneboard.cli.loop_cmds",
     "laneboard.cli.agents_cmds",
     "laneboard.cli.schedule_cmds",
+    "laneboard.cli.serve_cmds",
+    "laneboard.cli.token_cmds",
 )
 
 
