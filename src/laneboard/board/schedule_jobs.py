@@ -124,9 +124,9 @@ def load_job(path: str) -> dict[str, Any]:
     return data
 
 
-def _string_list(job: dict[str, Any], key: str) -> list[Any]:
+def _string_list(job: dict[str, Any], key: str, *, strings: bool = True) -> list[Any]:
     value = job.get(key, [])
-    if not isinstance(value, list):
+    if not isinstance(value, list) or (strings and not all(isinstance(v, str) for v in value)):
         raise bad_input(f"job field {key} must be a list", f"write {key} as a list of strings")
     return value
 
@@ -157,11 +157,8 @@ def validate_job(tx: Tx, job: dict[str, Any]) -> dict[str, Any]:
     check_priority(priority)
     labels = inputs.strings(_string_list(job, "labels"), "labels")
     checks = inputs.strings(_string_list(job, "checks"), "checks")
-    paths = [
-        inputs.repo_path(p) if isinstance(p, str) else inputs.repo_path("")
-        for p in _string_list(job, "allowed_paths")
-    ]
-    crit = [c.to_dict() for c in inputs.criteria(_string_list(job, "acceptance"))]
+    paths = [inputs.repo_path(p) for p in _string_list(job, "allowed_paths")]
+    crit = [c.to_dict() for c in inputs.criteria(_string_list(job, "acceptance", strings=False))]
     mode = parse_enum(AcceptanceMode, job.get("acceptance_mode", "auto"), "acceptance mode")
     assignee = job.get("assignee")
     if assignee is not None:
