@@ -174,7 +174,7 @@ def create_app(
         )
         routes.extend(sub.routes)
     routes.append(
-        Route("/api/{rest:path}", api_not_found, methods=["GET", "POST", "PATCH", "DELETE", "PUT"])
+        Route("/api/{rest:path}", api_not_found, methods=["GET", "POST", "PATCH", "DELETE"])
     )
 
     @contextlib.asynccontextmanager

@@ -21,6 +21,8 @@ class Writer:
         self.lines: list[str] = []
 
     def family(self, name: str, kind: str, help_: str) -> None:
+        if kind == "counter":
+            name += "_total"
         self.lines.append(f"# HELP {name} {help_}")
         self.lines.append(f"# TYPE {name} {kind}")
 

@@ -1,0 +1,119 @@
+"""Server fixtures: an in-process client and a real ``lb serve`` subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from laneboard.server.app import create_app
+from laneboard.store import Store, open_store
+
+LOCAL = "http://127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def client(store: Store) -> Iterator[TestClient]:
+    """The app in-process; requests come from 127.0.0.1 (the local human, alice)."""
+    app = create_app(store, local_user="alice", sse_poll_s=0.05)
+    with TestClient(app, base_url=LOCAL, client=("127.0.0.1", 50000)) as c:
+        yield c
+
+
+@dataclass
+class Live:
+    url: str
+    port: int
+    db: str
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+
+    def lb(self, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env)
+        if token:
+            env["LANEBOARD_TOKEN"] = token
+        return subprocess.run(
+            [sys.executable, "-m", "laneboard.cli.main", "--db", self.db, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def start_server(db: str, tmp: Path, *extra: str) -> Live:
+    port = free_port()
+    env = {**os.environ, "LANEBOARD_USER": "alice", "XDG_STATE_HOME": str(tmp / "state")}
+    env.pop("LANEBOARD_TOKEN", None)
+    env.pop("LANEBOARD_TOKEN_FILE", None)
+    log = open(tmp / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "laneboard.cli.main",
+            "--db",
+            db,
+            "serve",
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code in (200, 503):
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError((tmp / f"serve-{port}.log").read_text())
+        time.sleep(0.05)
+    return Live(url, port, db, proc, env)
+
+
+def stop_server(live: Live) -> None:
+    live.proc.terminate()
+    try:
+        live.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        live.proc.kill()
+        live.proc.wait()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """A real ``lb serve`` on a free port of 127.0.0.1 over a fresh SQLite board."""
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    open_store(db).close()
+    srv = start_server(db, tmp_path)
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def bearer(token: str) -> dict[str, Any]:
+    return {"Authorization": f"Bearer {token}"}
