@@ -62,23 +62,9 @@ def start_server(db: str, tmp: Path, *extra: str) -> Live:
     env = {**os.environ, "LANEBOARD_USER": "alice", "XDG_STATE_HOME": str(tmp / "state")}
     env.pop("LANEBOARD_TOKEN", None)
     env.pop("LANEBOARD_TOKEN_FILE", None)
-    log = open(tmp / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "laneboard.cli.main",
-            "--db",
-            db,
-            "serve",
-            "--port",
-            str(port),
-            *extra,
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    cmd = [sys.executable, "-m", "laneboard.cli.main", "--db", db, "serve", "--port", str(port)]
+    with open(tmp / f"serve-{port}.log", "wb") as log:  # the child keeps its own copy
+        proc = subprocess.Popen([*cmd, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
