@@ -33,7 +33,7 @@ from laneboard.domain.status import (
     parse_status,
 )
 from laneboard.errors import LaneboardError, bad_input, not_found
-from laneboard.store import IntegrityError, Store, rows
+from laneboard.store import IntegrityError, Row, Store, rows
 from laneboard.store.tx import Tx, claim_probe_sql
 
 TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
@@ -622,8 +622,16 @@ class Board:
             raise LaneboardError(
                 "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
             )
-        if idempotency_key is None:
-            self._claim_probe(actor, ref, who)
+        probe = self._claim_probe(actor, ref, who) if idempotency_key is None else None
+        if probe is not None:
+            with self.store.write() as tx:  # the lock is held for two statements
+                row = self._claim_expected(tx, actor, probe, who, session_id)
+                if row is None:  # the card changed since the probe: the exact path decides
+                    return self.claim_in(tx, actor, ref, who, session_id)
+            deps = self.store.query(
+                "SELECT depends_on FROM links WHERE card_id = ? ORDER BY depends_on", (row["id"],)
+            )
+            return rows.card(row, tuple(int(d["depends_on"]) for d in deps))
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -634,19 +642,65 @@ class Board:
                 tx.remember(idempotency_key, "claim", new.id, {"card_id": new.id})
             return new
 
-    def _claim_probe(self, actor: Actor, ref: str | int, who: str) -> None:
+    def _claim_probe(self, actor: Actor, ref: str | int, who: str) -> Row | None:
         """Refuse a claim that cannot win without taking the write lock.
 
         One read statement on its own snapshot: refusing on it is the same as losing
-        the race at that instant. A claim that looks winnable goes on to the CAS.
+        the race at that instant. A claim that looks winnable goes on to the CAS with
+        the row read here (None: the card does not exist; the write path says so).
         """
         r = inputs.card_ref(ref)
         got = self.store.query(claim_probe_sql("id" if isinstance(r, int) else "ref"), (r,))
         if not got:
-            return  # the write path reports NOT_FOUND
+            return None
         card = rows.card(got[0])
         self._may_write(actor, card)
         self._refuse_claim(card, actor, who, bool(got[0]["deps_done"]), self.store.clock.now_ms())
+        return got[0]
+
+    def _claim_expected(
+        self, tx: Tx, actor: Actor, probe: Row, who: str, session_id: str | None
+    ) -> Row | None:
+        """The CAS against the probed version, then the event. None if the card moved on."""
+        row = tx.claim(
+            int(probe["id"]),
+            who,
+            actor.kind.value,
+            session_id,
+            self.windows,
+            bypass_assignee=actor.is_human,
+            expect=probe,
+        )
+        if row is not None:
+            self._after_claim(tx, actor, row, who)
+        return row
+
+    def _after_claim(self, tx: Tx, actor: Actor, row: Row, who: str) -> None:
+        """The takeover comment and the ``card.claimed`` event of a successful CAS."""
+        prev_status, prev_holder = row["prev_status"], row["prev_holder"]
+        takeover = prev_status == Status.IN_PROGRESS.value and prev_holder not in (None, who)
+        if takeover:
+            tx.insert_comment(
+                row["id"],
+                CommentKind.CHANGE.value,
+                f"{who} took over {row['ref']} from {prev_holder} (heartbeat stale)",
+                actor,
+            )
+        tx.append_event(
+            "card.claimed",
+            actor,
+            card_id=row["id"],
+            project_id=row["project_id"],
+            run_id=row["run_id"],
+            payload={
+                "ref": row["ref"],
+                "holder": who,
+                "epoch": row["claim_epoch"],
+                "from": prev_status,
+                "takeover": takeover,
+                "previous_holder": prev_holder,
+            },
+        )
 
     def _refuse_claim(self, card: Card, actor: Actor, who: str, deps_done: bool, now: int) -> None:
         verdict = claims.claim_verdict(
@@ -685,32 +739,8 @@ class Board:
                 f"{card.ref} cannot be claimed right now",
                 "pick another card from: lb card candidates",
             )
-        new = rows.card(row, tx.dependencies(cid))
-        prev_status, prev_holder = row["prev_status"], row["prev_holder"]
-        takeover = prev_status == Status.IN_PROGRESS.value and prev_holder not in (None, who)
-        if takeover:
-            tx.insert_comment(
-                cid,
-                CommentKind.CHANGE.value,
-                f"{who} took over {new.ref} from {prev_holder} (heartbeat stale)",
-                actor,
-            )
-        tx.append_event(
-            "card.claimed",
-            actor,
-            card_id=cid,
-            project_id=new.project_id,
-            run_id=new.run_id,
-            payload={
-                "ref": new.ref,
-                "holder": who,
-                "epoch": new.claim_epoch,
-                "from": prev_status,
-                "takeover": takeover,
-                "previous_holder": prev_holder,
-            },
-        )
-        return new
+        self._after_claim(tx, actor, row, who)
+        return rows.card(row, tx.dependencies(cid))
 
     def hold(
         self,

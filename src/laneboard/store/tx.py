@@ -101,11 +101,26 @@ class Tx:
         run_id: int | None = None,
         payload: dict[str, Any] | None = None,
     ) -> int:
-        self.advisory_lock(EVENT_LOCK)
+        if self.pg:
+            # one round trip: the lock is taken before the id is drawn and held to commit,
+            # so event ids appear in commit order
+            sql = (
+                "WITH l AS (SELECT pg_advisory_xact_lock(?) AS locked) "
+                "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
+                "payload) SELECT ?::bigint, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::text, "
+                "?::text, ?::text FROM l RETURNING id"
+            )
+            lock: tuple[int, ...] = (EVENT_LOCK,)
+        else:
+            sql = (
+                "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
+                "payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+            )
+            lock = ()
         row = self.one(
-            "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, payload)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            sql,
             (
+                *lock,
                 self.now(),
                 type_,
                 card_id,
@@ -350,11 +365,14 @@ class Tx:
         windows: ClaimWindows,
         *,
         bypass_assignee: bool = False,
+        expect: Row | None = None,
     ) -> Row | None:
         """The claim: one compare-and-swap statement. Returns the new row or None.
 
         The row also carries ``prev_status`` and ``prev_holder``: the values the CAS
-        replaced (for the takeover comment and the event).
+        replaced (for the takeover comment and the event). ``expect`` is a card row
+        read before the transaction: the CAS then also requires its ``version``, so a
+        success proves the replaced values are the expected ones (no read under lock).
         """
         now = self.now()
         sets = (
@@ -377,6 +395,15 @@ class Tx:
             now - windows.fresh_ms,
             now - windows.takeover_ms,
         )
+        if expect is not None:
+            row = self.one(
+                f"UPDATE cards SET {sets} WHERE id = ? AND version = ? AND ({claimable}) "
+                "RETURNING *",
+                (*set_params, card_id, expect["version"], *where_params),
+            )
+            if row is not None:
+                row["prev_status"], row["prev_holder"] = expect["status"], expect["holder"]
+            return row
         if self.pg:
             # the old values come from the row version the statement locked
             return self.one(
