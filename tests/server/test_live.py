@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import httpx
-
 from tests.server.conftest import Live
 from tests.server.walk import BASE, bearer, expect, walk
 
