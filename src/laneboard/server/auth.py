@@ -1,6 +1,6 @@
 """Who is calling: a bearer token, or the local human on a trusted loopback address.
 
-Rules (applied to every request except ``/healthz`` and ``/static``):
+Rules (applied to every request except ``/healthz``, ``/static`` and the OpenAPI document):
 
 * ``Authorization: Bearer <token>`` is honoured from any address; an unknown, revoked
   or expired token is ``UNAUTHORIZED`` (401).
@@ -28,7 +28,7 @@ Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 DEFAULT_TRUSTED = ("127.0.0.1", "::1")
-OPEN_PREFIXES = ("/healthz", "/static/")
+OPEN_PREFIXES = ("/healthz", "/static/", "/api/v1/openapi.json")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 ACTOR_KEY = "laneboard_actor"
 
