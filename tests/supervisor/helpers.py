@@ -31,17 +31,18 @@ class RealNowClock:
 
 
 def config(tmp: Path, **kw: Any) -> SupervisorConfig:
-    base = SupervisorConfig(default_agent="scripted", state_dir=str(tmp / "state"),
-                            event_poll_ms=50, debounce_ms=50)
+    base = SupervisorConfig(
+        default_agent="scripted", state_dir=str(tmp / "state"), event_poll_ms=50, debounce_ms=50
+    )
     return replace(base, **kw).validate()
 
 
 class Running:
-    def __init__(self, store_url: str, cfg: SupervisorConfig, clock: Clock,
-                 machine: str = "test-machine") -> None:
+    def __init__(
+        self, store_url: str, cfg: SupervisorConfig, clock: Clock, machine: str = "test-machine"
+    ) -> None:
         self.store: Store = open_store(store_url, clock)
-        self.rt = Runtime(self.store, cfg, machine,
-                          LogFile(cfg.state_path("supervisor.log")))
+        self.rt = Runtime(self.store, cfg, machine, LogFile(cfg.state_path("supervisor.log")))
         self.sup = Supervisor(self.rt)
         self.thread = threading.Thread(target=self.sup.run, daemon=True)
 

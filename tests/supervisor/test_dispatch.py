@@ -58,11 +58,18 @@ def test_twenty_cards_four_at_a_time(store_url: str, tmp_path: Path) -> None:
     board = Board(store)
     me = human("alice")
     board.add_project(me, "W", path=str(proj))
-    refs = [board.create_card(me, "W", f"card {i}", acceptance_mode="off",
-                              meta={"script": _trace_script(trace)}).ref for i in range(20)]
+    refs = [
+        board.create_card(
+            me, "W", f"card {i}", acceptance_mode="off", meta={"script": _trace_script(trace)}
+        ).ref
+        for i in range(20)
+    ]
     with Running(store_url, config(tmp_path, max_concurrency=4), clock):
-        wait_for(lambda: all(board.get(r).status.value == "in_review" for r in refs),
-                 timeout=120, what="all cards delivered")
+        wait_for(
+            lambda: all(board.get(r).status.value == "in_review" for r in refs),
+            timeout=120,
+            what="all cards delivered",
+        )
         wait_for(lambda: _done_rows(store) == 20, what="all rows done")
     spans = _intervals(trace)
     assert sorted(spans) == sorted(refs)
@@ -83,8 +90,7 @@ def test_twenty_cards_four_at_a_time(store_url: str, tmp_path: Path) -> None:
     store.close()
 
 
-def test_event_wakes_dispatch_without_fallback_tick(sqlite_store_url: str, tmp_path: Path
-                                                    ) -> None:
+def test_event_wakes_dispatch_without_fallback_tick(sqlite_store_url: str, tmp_path: Path) -> None:
     """The fallback tick is a day away on the injected clock: only the event path can wake."""
     clock = RealNowClock()
     proj = tmp_path / "proj"
@@ -94,16 +100,25 @@ def test_event_wakes_dispatch_without_fallback_tick(sqlite_store_url: str, tmp_p
     me = human("alice")
     board.add_project(me, "E", path=str(proj))
     cfg = config(tmp_path)
-    cfg = cfg.__class__(**{**cfg.__dict__, "time": cfg.time.__class__(
-        **{**cfg.time.__dict__, "tick_interval": 1500})})
+    cfg = cfg.__class__(
+        **{
+            **cfg.__dict__,
+            "time": cfg.time.__class__(**{**cfg.time.__dict__, "tick_interval": 1500}),
+        }
+    )
     import time
 
     with Running(sqlite_store_url, cfg, clock) as run:
         wait_for(lambda: run.sup.ticks >= 1, what="first tick")
         marker = tmp_path / "started"
         t0 = time.monotonic()
-        board.create_card(me, "E", "late card", acceptance_mode="off",
-                          meta={"script": [{"run": f"touch {marker}"}, {"deliver": "ok"}]})
+        board.create_card(
+            me,
+            "E",
+            "late card",
+            acceptance_mode="off",
+            meta={"script": [{"run": f"touch {marker}"}, {"deliver": "ok"}]},
+        )
         wait_for(marker.exists, timeout=10, what="agent started")
         latency = time.monotonic() - t0
         assert run.sup.ticker.next_due_ms > clock.now_ms() + 60_000  # no fallback tick was due
@@ -120,10 +135,13 @@ def test_worker_session_resumed_after_release(sqlite_store_url: str, tmp_path: P
     board = Board(store)
     me = human("alice")
     board.add_project(me, "R", path=str(proj))
-    script = [{"lb": "card release {card}", "attempt": 1},
-              {"deliver": "second turn delivers", "attempt": 2}]
-    ref = board.create_card(me, "R", "comes back", acceptance_mode="off",
-                            meta={"script": script}).ref
+    script = [
+        {"lb": "card release {card}", "attempt": 1},
+        {"deliver": "second turn delivers", "attempt": 2},
+    ]
+    ref = board.create_card(
+        me, "R", "comes back", acceptance_mode="off", meta={"script": script}
+    ).ref
     with Running(sqlite_store_url, config(tmp_path), clock):
         wait_for(lambda: board.get(ref).status.value == "in_review", what="delivery")
     with store.read() as tx:

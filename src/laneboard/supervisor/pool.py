@@ -165,6 +165,7 @@ class Pool:
             running = self.running.get(row.id)
             if running is not None:
                 running.session = session
+        turn_started = rt.now()
         with rt.store.write() as tx:
             records.save_session(
                 tx,
@@ -205,7 +206,9 @@ class Pool:
             pid=session.pid,
             session=session.session_id,
         )
-        watchdog = threading.Thread(target=self._watch, args=(row.id, card, session), daemon=True)
+        watchdog = threading.Thread(
+            target=self._watch, args=(row.id, card, session, turn_started), daemon=True
+        )
         watchdog.start()
         cap = rt.config.time.turn_timeout * 4  # the clock-driven watchdog cuts first
         result = session.send(prompt, timeout=cap)
@@ -358,10 +361,9 @@ class Pool:
                 records.set_session_state(tx, rec.id, "idle")
         self.rt.log.info("pool", "evicted idle session (id kept)", lane=victim.lane_key)
 
-    def _watch(self, row_id: int, card: Card, session: Session) -> None:
+    def _watch(self, row_id: int, card: Card, session: Session, started: int) -> None:
         """Clock-driven: pulse the claim heartbeat; cut the turn at the turn timeout."""
         rt = self.rt
-        started = rt.now()
         last_pulse = started
         limit = rt.config.time.turn_timeout * 1000
         while True:

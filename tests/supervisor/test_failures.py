@@ -1,0 +1,335 @@
+"""Failure paths: hangs, crashes, dispatch and admission failures, locks, bounds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from laneboard.board.service import Board
+from laneboard.domain import prompts
+from laneboard.domain.model import human
+from laneboard.domain.roles import Role
+from laneboard.domain.timecontract import TimeContract
+from laneboard.errors import LaneboardError
+from laneboard.store import Store, open_store
+from laneboard.supervisor import loop, records
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.runtime import Runtime
+
+from .helpers import RealNowClock, Running, config, wait_for
+
+
+def _setup(url: str, tmp: Path, clock: Any, key: str = "F") -> tuple[Store, Board, Path]:
+    proj = tmp / "proj"
+    proj.mkdir(exist_ok=True)
+    store = open_store(url, clock)
+    board = Board(store)
+    board.add_project(human("alice"), key, path=str(proj))
+    return store, board, proj
+
+
+def _turns(store: Store) -> list[dict[str, Any]]:
+    with store.read() as tx:
+        return tx.all("SELECT * FROM turns ORDER BY id")
+
+
+def test_hanging_agent_is_cut_at_the_turn_timeout(sqlite_store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(sqlite_store_url, tmp_path, clock)
+    marker = tmp_path / "hanging"
+    script = [
+        {"run": f"touch {marker}", "attempt": 1},
+        {"hang": True, "attempt": 1},
+        {"deliver": "second try", "attempt": 2},
+    ]
+    ref = board.create_card(
+        human(), "F", "hangs once", acceptance_mode="off", meta={"script": script}
+    ).ref
+    with Running(sqlite_store_url, config(tmp_path), clock):
+        wait_for(marker.exists, what="the agent hanging in its first turn")
+        clock.advance(minutes=31)  # the injected clock passes the 30-minute turn timeout
+        wait_for(lambda: board.get(ref).status.value == "in_review", what="second attempt")
+    turns = _turns(store)
+    assert [t["outcome"] for t in turns] == ["timed_out", "ok"]
+    store.close()
+
+
+def test_three_crashes_hold_the_card(store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(store_url, tmp_path, clock)
+    ref = board.create_card(
+        human(), "F", "always crashes", acceptance_mode="off", meta={"script": [{"crash": 3}]}
+    ).ref
+    with Running(store_url, config(tmp_path), clock):
+        wait_for(lambda: board.get(ref).status.value == "blocked", what="hold")
+    card = board.get(ref)
+    assert card.meta["hold_cycle"] == "crash recovery" and card.meta["hold_bound"] == 3
+    questions = [c for c in board.comments(ref) if c.kind.value == "question"]
+    assert len(questions) == 1 and "bound (3)" in questions[0].body
+    turns = _turns(store)
+    assert [t["outcome"] for t in turns] == ["failed"] * 3
+    assert all(t["exit_code"] == 3 for t in turns)
+    with store.read() as tx:
+        assert [r.state for r in records.queue_rows(tx, states=("failed",))] == ["failed"]
+    store.close()
+
+
+def test_dispatch_failure_releases_at_once_and_holds_at_the_third(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(sqlite_store_url, tmp_path, clock)
+    ref = board.create_card(human(), "F", "no agent", acceptance_mode="off").ref
+    # the command kind without a template cannot start a session
+    cfg = config(tmp_path, default_agent="command")
+    with Running(sqlite_store_url, cfg, clock):
+        wait_for(lambda: board.get(ref).status.value == "blocked", what="hold")
+    card = board.get(ref)
+    assert card.meta["dispatch_failures"] == 3 and card.meta["hold_cycle"] == "dispatch"
+    kinds = [e.type for e in board.events(card=ref, limit=500)]
+    assert kinds.count("card.claimed") == 3 and kinds.count("card.released") == 2
+    store.close()
+
+
+def test_admission_failures_back_off_then_hold(sqlite_store_url: str, tmp_path: Path) -> None:
+    from laneboard.supervisor.poll import backoff_ms, poll
+
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "G", path=str(tmp_path / "missing"))
+    ref = board.create_card(human(), "G", "nowhere to run").ref
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    assert [backoff_ms(n) for n in (1, 2, 3, 4, 5, 9, 20)] == [
+        0,
+        0,
+        30_000,
+        60_000,
+        120_000,
+        1_920_000,
+        3_600_000,
+    ]
+    for n in range(1, 5):
+        res = poll(rt)
+        assert res.deferred[0]["failures"] == n and not res.claimed
+        assert board.get(ref).status.value == "todo"
+        if n >= 3:  # backing off: the next poll does not retry yet
+            assert poll(rt).deferred[0]["reason"] == "backoff"
+        clock.advance(seconds=backoff_ms(n) / 1000 + 1)
+    res = poll(rt)
+    assert res.held == [ref]
+    card = board.get(ref)
+    assert card.status.value == "blocked" and card.meta["hold_cycle"] == "admission"
+    store.close()
+
+
+def test_dry_run_plans_and_changes_nothing(sqlite_store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(sqlite_store_url, tmp_path, clock)
+    board.create_card(human(), "F", "ready")
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    with store.read() as tx:
+        before = tx.max_event_id()
+    result = loop.Ticker(rt).tick(force=True, dry_run=True)
+    assert result.passes["poll"]["plan"] == [
+        {"card": "F-1", "role": "worker", "kind": "scripted", "stale": False, "action": "claim"}
+    ]
+    with store.read() as tx:
+        assert tx.max_event_id() == before
+        assert tx.lock_row("tick") is None
+    store.close()
+
+
+def test_idle_tick_writes_nothing(sqlite_store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(sqlite_store_url, tmp_path, clock)
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    ticker = loop.Ticker(rt)
+    assert ticker.tick().state == "ran"
+    raw = store._acquire()
+    changes = raw.total_changes
+    store._release(raw)
+    again = ticker.tick()
+    assert again.state == "idle"
+    raw = store._acquire()
+    assert raw.total_changes == changes
+    store._release(raw)
+    board.create_card(human(), "F", "new")  # an event: the next tick works again
+    assert ticker.tick().state == "ran"
+    store.close()
+
+
+def test_overlapping_ticks_skip_and_never_claim_twice(store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store, board, _ = _setup(store_url, tmp_path, clock)
+    for i in range(6):
+        board.create_card(human(), "F", f"c{i}")
+    gate, entered = threading.Event(), threading.Event()
+
+    def slow_pass(rt: Runtime, dry: bool) -> dict[str, Any]:
+        entered.set()
+        gate.wait(30)
+        return {}
+
+    loop.PASSES["patrol"] = slow_pass
+    try:
+        rt1 = Runtime(
+            store, config(tmp_path), "m", LogFile(str(tmp_path / "l1")), pool_alive=lambda: True
+        )
+        store2 = open_store(store_url, clock)
+        rt2 = Runtime(
+            store2, config(tmp_path), "m", LogFile(str(tmp_path / "l2")), pool_alive=lambda: True
+        )
+        results: list[Any] = []
+        t = threading.Thread(target=lambda: results.append(loop.Ticker(rt1).tick(force=True)))
+        t.start()
+        assert entered.wait(30)
+        second = loop.Ticker(rt2).tick(force=True)
+        gate.set()
+        t.join(30)
+    finally:
+        loop.PASSES.pop("patrol", None)
+    assert second.state == "skipped" and "lock held" in second.reason
+    assert results[0].state == "ran" and len(results[0].passes["poll"]["claimed"]) == 6
+    claims = [e for e in board.events(limit=1000) if e.type == "card.claimed"]
+    assert len(claims) == len({e.card_id for e in claims}) == 6
+    store2.close()
+    store.close()
+
+
+def _lb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "laneboard.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_second_supervisor_refused_and_continue_once_skips(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "LANEBOARD_DATABASE_URL": f"sqlite:///{tmp_path / 'b.db'}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "LANEBOARD_MACHINE": "box",
+    }
+    first = subprocess.Popen(
+        [sys.executable, "-m", "laneboard.cli.main", "start", "--agent", "scripted"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stderr is not None
+        line = first.stderr.readline()
+        assert "supervisor running" in line
+        second = _lb(env, "start", "--agent", "scripted")
+        assert second.returncode == 1
+        assert second.stderr.startswith(
+            "error SUPERVISOR_RUNNING: a supervisor is already running on box"
+        )
+        store = open_store(env["LANEBOARD_DATABASE_URL"])
+        with store.write() as tx:  # another tick holds the lease
+            assert tx.acquire_lock("tick", "elsewhere", 600_000)
+        skipped = _lb(env, "loop", "run", "--continue-once", "--json")
+        assert skipped.returncode == 3 and '"state": "skipped"' in skipped.stdout
+        store.close()
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+        if first.stderr:
+            first.stderr.close()
+
+
+def test_handoff_is_bounded_with_maximal_title_and_id() -> None:
+    from laneboard.domain.clock import FakeClock
+    from laneboard.domain.model import AcceptanceMode, Card, CardKind, Criterion
+    from laneboard.domain.status import Status
+
+    now = FakeClock().now_ms()
+    card = Card(
+        id=10**12,
+        ref="ABCDEFGHIJ-999999999999",
+        project_id=1,
+        title="T" * 500,
+        description="d " * 50_000,
+        kind=CardKind.TASK,
+        parent_id=None,
+        status=Status.IN_PROGRESS,
+        assignee="worker",
+        priority=0,
+        labels=("x",) * 50,
+        acceptance=tuple(Criterion(f"A{i}", "must " * 100) for i in range(40)),
+        acceptance_mode=AcceptanceMode.AUTO,
+        delivery_round=99,
+        checks=("pytest -q",) * 30,
+        allowed_paths=("src/" + "p" * 200,) * 20,
+        holder="worker",
+        holder_kind=None,
+        session_id=None,
+        claimed_at=now,
+        heartbeat_at=now,
+        claim_epoch=7,
+        meta={},
+        idempotency_key=None,
+        run_id=None,
+        status_since=now,
+        created_at=now,
+        updated_at=now,
+        version=1,
+    )
+    role = Role(
+        "worker", title="W" * 300, responsibilities=("r" * 300,) * 3, boundaries=("b" * 300,) * 3
+    )
+    text = prompts.handoff(card, role, "/very/long/" + "x" * 300 + "/card.md")
+    assert len(text) <= prompts.HANDOFF_MAX
+    assert card.ref in text and "lb card move ABCDEFGHIJ-999999999999 in_review" in text
+    turns = [prompts.TranscriptTurn("p" * 5000, "r" * 5000) for _ in range(30)]
+    assert len(prompts.replay(card, role, turns, "gone")) <= prompts.REPLAY_MAX
+    assert len(prompts.resume(card, "x" * 10_000)) <= prompts.RESUME_MAX
+
+
+def test_time_contract_invariants() -> None:
+    t = TimeContract()
+    assert t.heartbeat_fresh < t.stale_same_holder < t.stale_anyone
+    assert 2 * t.heartbeat_fresh <= TimeContract.MIN_TURN
+    assert t.turn_timeout < t.ledger_reap and t.tick_interval < t.turn_timeout
+    assert t.pool_stale > t.pool_heartbeat
+    assert t.violations() == []
+    for bad in (
+        {"turn_timeout": 600},
+        {"tick_interval": 4000},
+        {"pool_stale": 10},
+        {"heartbeat_fresh": 40 * 60},
+    ):
+        with pytest.raises(LaneboardError) as err:
+            replace(t, **bad).validate()
+        assert err.value.code == "CONFIG_INVALID"
+
+
+def test_start_refuses_an_invalid_time_contract(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "LANEBOARD_DATABASE_URL": f"sqlite:///{tmp_path / 'b.db'}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+    }
+    out = _lb(env, "start", "--turn-timeout", "60")
+    assert out.returncode == 2
+    assert out.stderr.startswith("error CONFIG_INVALID: time contract violated: turn_timeout")
