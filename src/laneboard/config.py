@@ -62,14 +62,23 @@ class SupervisorConfig:
 
     def validate(self) -> SupervisorConfig:
         if self.max_concurrency < 1:
-            raise LaneboardError("CONFIG_INVALID", "max_concurrency must be at least 1",
-                                 "set supervisor.max_concurrency to a positive number")
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                "max_concurrency must be at least 1",
+                "set supervisor.max_concurrency to a positive number",
+            )
         if self.project_concurrency < 0:
-            raise LaneboardError("CONFIG_INVALID", "project_concurrency must not be negative",
-                                 "use 0 for 'same as max_concurrency'")
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                "project_concurrency must not be negative",
+                "use 0 for 'same as max_concurrency'",
+            )
         if not 0 < self.debounce_ms <= 1000:
-            raise LaneboardError("CONFIG_INVALID", "debounce_ms must be within 1..1000",
-                                 "an early tick must follow an event within a second")
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                "debounce_ms must be within 1..1000",
+                "an early tick must follow an event within a second",
+            )
         self.time.validate()
         return self
 
@@ -85,8 +94,9 @@ def _read(path: str) -> dict[str, Any]:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise LaneboardError("CONFIG_INVALID", f"cannot read {path}: {exc}",
-                             "fix the TOML syntax") from None
+        raise LaneboardError(
+            "CONFIG_INVALID", f"cannot read {path}: {exc}", "fix the TOML syntax"
+        ) from None
     return data
 
 
@@ -101,14 +111,20 @@ def _apply(cfg: SupervisorConfig, table: dict[str, Any], source: str) -> Supervi
         elif key == "time" and isinstance(value, dict):
             for tk, tv in value.items():
                 if tk not in _TIME:
-                    raise LaneboardError("CONFIG_INVALID", f"{source}: unknown time key {tk!r}",
-                                         f"known: {', '.join(sorted(_TIME))}")
+                    raise LaneboardError(
+                        "CONFIG_INVALID",
+                        f"{source}: unknown time key {tk!r}",
+                        f"known: {', '.join(sorted(_TIME))}",
+                    )
                 time_changes[tk] = int(tv)
         elif key in ("agent_kinds", "role_agents") and isinstance(value, dict):
             changes[key] = {**getattr(cfg, key), **value}
         else:
-            raise LaneboardError("CONFIG_INVALID", f"{source}: unknown supervisor key {key!r}",
-                                 "remove it or check the spelling in docs/configuration.md")
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                f"{source}: unknown supervisor key {key!r}",
+                "remove it or check the spelling in docs/configuration.md",
+            )
     if time_changes:
         changes["time"] = replace(cfg.time, **time_changes)
     return replace(cfg, **changes)

@@ -33,8 +33,12 @@ class Usage:
     duration_ms: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": self.cost_usd, "duration_ms": self.duration_ms}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "duration_ms": self.duration_ms,
+        }
 
 
 @dataclass
@@ -50,10 +54,16 @@ class TurnResult:
     events: list[AgentEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "final_text": self.final_text[-4000:],
-                "session_id": self.session_id, "usage": self.usage.to_dict(),
-                "exit_code": self.exit_code, "error": self.error,
-                "interrupted": self.interrupted, "timed_out": self.timed_out}
+        return {
+            "ok": self.ok,
+            "final_text": self.final_text[-4000:],
+            "session_id": self.session_id,
+            "usage": self.usage.to_dict(),
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "interrupted": self.interrupted,
+            "timed_out": self.timed_out,
+        }
 
 
 EventSink = Callable[[AgentEvent], None]
@@ -63,8 +73,9 @@ class Session(Protocol):
     session_id: str | None
     """The native session id (known once ``open_session`` returns)."""
 
-    def send(self, prompt: str, *, timeout: float, on_event: EventSink | None = None
-             ) -> TurnResult: ...
+    def send(
+        self, prompt: str, *, timeout: float, on_event: EventSink | None = None
+    ) -> TurnResult: ...
 
     def interrupt(self) -> None: ...
 
@@ -88,15 +99,22 @@ class ProbeResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "found": self.found, "path": self.path,
-                "version": self.version, "handshake": self.handshake, "error": self.error}
+        return {
+            "kind": self.kind,
+            "found": self.found,
+            "path": self.path,
+            "version": self.version,
+            "handshake": self.handshake,
+            "error": self.error,
+        }
 
 
 class Adapter(Protocol):
     kind: str
 
-    def open_session(self, cwd: str, session_id: str | None, role: Role,
-                     env: Mapping[str, str]) -> Session: ...
+    def open_session(
+        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+    ) -> Session: ...
 
     def probe(self, handshake: bool = False) -> ProbeResult: ...
 

@@ -23,7 +23,8 @@ def adapter_for(kind: str, config: Mapping[str, Any] | None = None) -> Adapter:
     target = ADAPTERS.get(kind)
     if target is None:
         raise LaneboardError(
-            "CONFIG_INVALID", f"unknown agent kind {kind!r}",
+            "CONFIG_INVALID",
+            f"unknown agent kind {kind!r}",
             f"use one of: {', '.join(sorted(ADAPTERS))}",
         )
     module, _, name = target.partition(":")

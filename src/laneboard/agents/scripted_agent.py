@@ -48,7 +48,8 @@ class Agent:
         self.role = role
         self.card = os.environ.get("LANEBOARD_CARD", "")
         self.root = os.environ.get("LANEBOARD_AGENT_STATE") or os.path.join(
-            os.getcwd(), ".laneboard", "scripted")
+            os.getcwd(), ".laneboard", "scripted"
+        )
         self.turns = 0
         self.transcript: list[str] = []
 
@@ -71,8 +72,15 @@ class Agent:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "w") as fh:
-            json.dump({"turns": self.turns, "transcript": self.transcript[-50:],
-                       "card": self.card, "role": self.role}, fh)
+            json.dump(
+                {
+                    "turns": self.turns,
+                    "transcript": self.transcript[-50:],
+                    "card": self.card,
+                    "role": self.role,
+                },
+                fh,
+            )
         os.replace(tmp, path)
 
     def next_attempt(self, rnd: int) -> int:
@@ -91,8 +99,17 @@ class Agent:
     def lb(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "laneboard.cli.main", *args]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        emit({"type": "event", "kind": "lb", "data": {"args": list(args), "exit": out.returncode,
-                                                       "stderr": out.stderr.strip()[:500]}})
+        emit(
+            {
+                "type": "event",
+                "kind": "lb",
+                "data": {
+                    "args": list(args),
+                    "exit": out.returncode,
+                    "stderr": out.stderr.strip()[:500],
+                },
+            }
+        )
         if check and out.returncode != 0:
             raise StepFailed(f"lb {' '.join(args)} failed: {out.stderr.strip()}")
         return out
@@ -108,9 +125,21 @@ class Agent:
         subprocess.run([*GIT, "add", "-A"], check=True, capture_output=True)
         status = subprocess.run([*GIT, "status", "--porcelain"], capture_output=True, text=True)
         if status.stdout.strip():
-            subprocess.run([*GIT, "-c", "user.name=laneboard-scripted",
-                            "-c", "user.email=scripted@laneboard.invalid", "commit", "-q",
-                            "-m", message], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    *GIT,
+                    "-c",
+                    "user.name=laneboard-scripted",
+                    "-c",
+                    "user.email=scripted@laneboard.invalid",
+                    "commit",
+                    "-q",
+                    "-m",
+                    message,
+                ],
+                check=True,
+                capture_output=True,
+            )
 
     # -- a turn ----------------------------------------------------------------------
     def turn(self, prompt: str) -> dict[str, Any]:
@@ -135,8 +164,12 @@ class Agent:
                 continue
             emit({"type": "event", "kind": "step", "data": step})
             said = self.run_step(step, said)
-        return {"type": "result", "ok": True, "text": said,
-                "usage": {"input_tokens": len(prompt) // 4, "output_tokens": len(said) // 4}}
+        return {
+            "type": "result",
+            "ok": True,
+            "text": said,
+            "usage": {"input_tokens": len(prompt) // 4, "output_tokens": len(said) // 4},
+        }
 
     def sub(self, value: Any, rnd: int) -> Any:
         if isinstance(value, str):
@@ -159,8 +192,9 @@ class Agent:
             args = step["lb"] if isinstance(step["lb"], list) else shlex.split(step["lb"])
             self.lb(*args, check=step.get("check", True))
         elif "comment" in step:
-            self.lb("card", "comment", self.card, step["comment"], "--kind",
-                    step.get("kind", "note"))
+            self.lb(
+                "card", "comment", self.card, step["comment"], "--kind", step.get("kind", "note")
+            )
         elif "heartbeat" in step:
             self.lb("card", "heartbeat", self.card)
         elif "commit" in step:
@@ -187,8 +221,17 @@ class Agent:
         elif "ask" in step:
             out = self.lb("card", "ask", self.card, step["ask"], "--json")
             qid = str(json.loads(out.stdout)["id"])
-            wait = self.lb("card", "wait", self.card, "--question", qid, "--timeout",
-                           str(step.get("timeout", 110)), "--json", check=False)
+            wait = self.lb(
+                "card",
+                "wait",
+                self.card,
+                "--question",
+                qid,
+                "--timeout",
+                str(step.get("timeout", 110)),
+                "--json",
+                check=False,
+            )
             result = json.loads(wait.stdout or "{}")
             emit({"type": "event", "kind": "answer", "data": result})
             if result.get("outcome") == "answered":

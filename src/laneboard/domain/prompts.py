@@ -33,16 +33,17 @@ def handoff(card: Card, role: Role, brief_path: str) -> str:
     tail = [
         f"The full brief is in {brief_path}.",
         f"Heartbeat at least every 4 minutes: lb card heartbeat {card.ref}.",
-        f"Ask a blocking question with: lb card ask {card.ref} \"…\" then "
+        f'Ask a blocking question with: lb card ask {card.ref} "…" then '
         f"lb card wait {card.ref} --question ID.",
-        f"When done: commit, lb card report {card.ref} --body \"…\" --evidence \"0:<check>\", "
+        f'When done: commit, lb card report {card.ref} --body "…" --evidence "0:<check>", '
         f"then lb card move {card.ref} in_review.",
     ]
     fixed = "\n".join(head) + "\n\n" + "\n".join(tail)
     body_parts = [f"Card {card.ref} (round {card.delivery_round}): {card.title}"]
     if card.acceptance:
-        body_parts.append("Acceptance:\n" + "\n".join(f"- {c.id}: {c.text}"
-                                                      for c in card.acceptance))
+        body_parts.append(
+            "Acceptance:\n" + "\n".join(f"- {c.id}: {c.text}" for c in card.acceptance)
+        )
     if card.checks:
         body_parts.append("Checks that must pass: " + "; ".join(card.checks))
     if card.allowed_paths:
@@ -56,9 +57,11 @@ def handoff(card: Card, role: Role, brief_path: str) -> str:
 
 def resume(card: Card, reason: str, detail: str = "") -> str:
     """Sent to the same native session when a card comes back in the same round."""
-    text = (f"Card {card.ref} continues (round {card.delivery_round}). What changed: {reason}."
-            + (f"\n{detail}" if detail else "")
-            + f"\nThe card is {card.status.value}; carry on and deliver as before.")
+    text = (
+        f"Card {card.ref} continues (round {card.delivery_round}). What changed: {reason}."
+        + (f"\n{detail}" if detail else "")
+        + f"\nThe card is {card.status.value}; carry on and deliver as before."
+    )
     return _clip(text, RESUME_MAX)
 
 
@@ -70,13 +73,15 @@ class TranscriptTurn:
 
 def replay(card: Card, role: Role, turns: Sequence[TranscriptTurn], reason: str) -> str:
     """A fresh session's first prompt when the native session is gone."""
-    head = (f"Your previous session for card {card.ref} could not be restored ({reason}). "
-            f"Here is the supervisor's transcript of it; continue from where it ended.\n")
+    head = (
+        f"Your previous session for card {card.ref} could not be restored ({reason}). "
+        f"Here is the supervisor's transcript of it; continue from where it ended.\n"
+    )
     lines: list[str] = []
     for t in list(turns)[-REPLAY_TURNS:]:
         lines.append(f"> {t.prompt}\n< {t.reply}")
     body = "\n".join(lines)
     room = REPLAY_MAX - len(head)
     if len(body) > room:
-        body = "…" + body[-(room - 1):]
+        body = "…" + body[-(room - 1) :]
     return head + body
