@@ -8,8 +8,10 @@ refusal must carry the code the model predicts, with nothing written.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from laneboard.domain.model import Actor, agent, human, system
 from laneboard.errors import LaneboardError
 from laneboard.store import open_store
 
+PG_BASE = os.environ.get("LANEBOARD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 MIN = 60_000
 HOUR = 60 * MIN
 
@@ -67,6 +70,24 @@ class ModelCard:
     @property
     def terminal(self) -> bool:
         return self.status in ("done", "canceled")
+
+
+def make_pg_schema() -> tuple[str, str]:
+    """A fresh PostgreSQL schema and the URL that selects it."""
+    import psycopg
+
+    schema = "lbs_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_BASE else "?"
+    return schema, f"{PG_BASE}{sep}options=-csearch_path%3D{schema}"
+
+
+def drop_pg_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 class Refused(Exception):
@@ -117,10 +138,7 @@ class BoardMachine(RuleBasedStateMachine):
         if self.backend == "sqlite":
             url = f"sqlite:///{self.tmp}/board.db"
         else:
-            from conftest import make_pg_schema, pg_schema_url
-
-            self.schema = make_pg_schema()
-            url = pg_schema_url(self.schema)
+            self.schema, url = make_pg_schema()
         self.store = open_store(url, self.clock)
         self.board = Board(self.store)
         self.cards: list[ModelCard] = []
@@ -133,8 +151,6 @@ class BoardMachine(RuleBasedStateMachine):
         self.store.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.schema is not None:
-            from conftest import drop_pg_schema
-
             drop_pg_schema(self.schema)
 
     # -- helpers ---------------------------------------------------------------------
