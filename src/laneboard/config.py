@@ -34,6 +34,7 @@ class SupervisorConfig:
     claim_unassigned: bool = True
     recover_stale: bool = True
     default_agent: str = "claude"  # kind for roles that do not name one
+    force_agent: str = ""  # when set, every role runs on this kind (lb start --agent)
     agent_kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-kind settings
     worker_roles: tuple[str, ...] = ("worker",)
     reviewer_roles: tuple[str, ...] = ("reviewer",)

@@ -12,6 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 GIVEN = ("LANEBOARD_TOKEN", "LANEBOARD_CARD", "LANEBOARD_DATABASE_URL")
+# session-specific values the pool may pass in ``extra`` (never inherited from the parent)
+SESSION = (
+    "LANEBOARD_TOKEN_FILE",
+    "LANEBOARD_AGENT_STATE",
+    "LANEBOARD_AGENT_STDERR",
+    "LANEBOARD_NOW",
+)
 
 
 def agent_env(
@@ -29,7 +36,7 @@ def agent_env(
         if value:
             env[key] = value
     for key, value in (extra or {}).items():
-        if key.startswith("LANEBOARD_") and key not in GIVEN:
+        if key.startswith("LANEBOARD_") and key not in GIVEN and key not in SESSION:
             continue  # laneboard's own settings never reach the agent
         env[key] = value
     return env

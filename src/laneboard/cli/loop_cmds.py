@@ -83,22 +83,64 @@ def _config(ctx: Context) -> Any:
 
 
 def runtime(ctx: Context) -> Any:
+    from dataclasses import replace
+
+    from laneboard.agents.roles import discover_roles
     from laneboard.supervisor.instances import machine_name
     from laneboard.supervisor.logs import LogFile
     from laneboard.supervisor.runtime import Runtime
 
     cfg = _config(ctx)
+    roles = {r.id: r for r in discover_roles().roles}
+    workers = tuple(r.id for r in roles.values() if "worker" in r.lanes)
+    reviewers = tuple(r.id for r in roles.values() if "reviewer" in r.lanes)
+    cfg = replace(
+        cfg,
+        worker_roles=workers or cfg.worker_roles,
+        reviewer_roles=reviewers or cfg.reviewer_roles,
+    )
     log = LogFile(cfg.state_path("supervisor.log"), cfg.log_max_bytes, cfg.log_keep)
-    return Runtime(ctx.store, cfg, machine_name(), log)
+    return Runtime(
+        ctx.store, cfg, machine_name(), log, roles=roles, kind_available=_availability(cfg)
+    )
+
+
+def _availability(cfg: Any) -> Any:
+    from laneboard.agents.discovery import find_binary
+
+    cache: dict[str, bool] = {}
+
+    def available(kind: str) -> bool:
+        if kind not in cache:
+            if kind == "scripted":
+                cache[kind] = True
+            elif kind == "command":
+                cache[kind] = bool(cfg.agent_kinds.get("command", {}).get("template"))
+            else:
+                cache[kind] = find_binary(kind, cfg.agent_kinds.get(kind, {})) is not None
+        return cache[kind]
+
+    return available
 
 
 def cmd_start(ctx: Context) -> int:
     import sys
 
+    from laneboard.board.schedules import run_schedule_pass
     from laneboard.supervisor.loop import Supervisor
 
     rt = runtime(ctx)
-    sup = Supervisor(rt)
+
+    def schedules() -> None:
+        result = run_schedule_pass(rt.store, rt.clock, rt.instance or "supervisor")
+        if result.fired or result.failed:
+            rt.log.info(
+                "schedules",
+                "schedule pass",
+                **{"fired": len(result.fired), "failed": len(result.failed)},
+            )
+
+    sup = Supervisor(rt, extra_clocks=[("schedules", 20_000, schedules)])
     sup.start()
     sup.install_signals()
     sys.stderr.write(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.agents.base import Adapter, AdapterError, Session, TurnResult
+from laneboard.agents.env import agent_env
 from laneboard.agents.procs import pid_alive
 from laneboard.agents.registry import adapter_for
 from laneboard.board.tokens import Tokens
@@ -56,11 +57,6 @@ class Running:
 def lane_key(role: Role, card: Card) -> str:
     lane = "reviewer" if "reviewer" in role.lanes and "worker" not in role.lanes else "worker"
     return f"{lane}:{card.ref}:r{card.delivery_round}"
-
-
-def base_env(environ: dict[str, str]) -> dict[str, str]:
-    """The user's environment without laneboard's own settings and secrets."""
-    return {k: v for k, v in environ.items() if not k.startswith("LANEBOARD_")}
 
 
 class Pool:
@@ -315,21 +311,26 @@ class Pool:
         with os.fdopen(fd, "w") as fh:
             fh.write(token)
         os.replace(tokfile + ".tmp", tokfile)
-        env = base_env(dict(os.environ))
-        env.update(
-            {
-                "LANEBOARD_TOKEN": token,
+        kind_cfg = rt.config.agent_kinds.get(role.agent, {})
+        env = agent_env(
+            os.environ,
+            token=token,
+            card_ref=card.ref,
+            db_url=rt.store.url,
+            secrets=kind_cfg.get("secret_env", ()),
+            extra={
                 "LANEBOARD_TOKEN_FILE": tokfile,
-                "LANEBOARD_CARD": card.ref,
-                "LANEBOARD_DATABASE_URL": rt.store.url,
                 "LANEBOARD_AGENT_STATE": rt.config.state_path("agents", role.id),
                 "LANEBOARD_AGENT_STDERR": rt.config.state_path(
                     "agents", "stderr", f"{card.ref}.log"
                 ),
-            }
+                **(
+                    {"LANEBOARD_NOW": os.environ["LANEBOARD_NOW"]}
+                    if os.environ.get("LANEBOARD_NOW")
+                    else {}
+                ),
+            },
         )
-        if os.environ.get("LANEBOARD_NOW"):
-            env["LANEBOARD_NOW"] = os.environ["LANEBOARD_NOW"]
         return env
 
     def _remember(self, kind: str, key: str, card_id: int, session: Session) -> None:

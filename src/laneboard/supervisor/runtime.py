@@ -59,9 +59,14 @@ class Runtime:
         return self.roles.get(assignee)
 
     def kind_for(self, role: Role) -> str | None:
-        """The agent kind that runs the role, falling back when its own kind is missing."""
-        kinds = [role.agent, self.config.default_agent, *sorted(self.config.agent_kinds)]
+        """The agent kind that runs the role: the forced kind, else the role's own kind,
+        else another kind that carries it, else the default; None when none is available."""
+        if self.config.force_agent:
+            forced = self.config.force_agent
+            return forced if self.kind_available(forced) else None
+        extra = role.extra.get("agents") or ()
+        kinds = [role.agent, *[k for k in extra if isinstance(k, str)], self.config.default_agent]
         for kind in kinds:
-            if kind and self.kind_available(kind):
+            if kind and kind != "any" and self.kind_available(kind):
                 return kind
         return None

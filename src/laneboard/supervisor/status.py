@@ -63,6 +63,9 @@ def status_report(
             "claim_unassigned": cfg.claim_unassigned,
         },
     }
+    from laneboard.agents.permissions import permission_summary
+
+    report["permissions"] = permission_summary(cfg)
     if importlib.util.find_spec("laneboard.board.schedules") is not None:
         schedules = importlib.import_module("laneboard.board.schedules")
         summary = getattr(schedules, "schedules_summary", None)
