@@ -42,6 +42,9 @@ def register(sub: Any) -> None:
         dest="card_cmd", metavar="ACTION", required=True
     )
     _card_parsers(card)
+    from laneboard.cli.question_cmds import register_card
+
+    register_card(card)  # lb card ask / lb card wait
 
     ev = sub.add_parser("events", help="the event log").add_subparsers(
         dest="events_cmd", metavar="ACTION", required=True
@@ -385,6 +388,10 @@ def cmd_card_claim(ctx: Context) -> int:
     c = ctx.board.claim(
         ctx.actor, a.ref, holder=a.holder, session_id=a.session, idempotency_key=a.idempotency_key
     )
+    if os.environ.get("LANEBOARD_TOKEN_FILE"):  # a re-claim: the credential follows the epoch
+        from laneboard.board.questions import refresh_token_file
+
+        refresh_token_file(ctx.store, ctx.actor, c, os.environ["LANEBOARD_TOKEN_FILE"])
     ctx.out(c.to_dict(), f"{c.ref} claimed by {c.holder} (epoch {c.claim_epoch})")
     return 0
 
