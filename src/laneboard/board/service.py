@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from laneboard.domain.status import (
 )
 from laneboard.errors import LaneboardError, bad_input, not_found
 from laneboard.store import IntegrityError, Row, Store, rows
+from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx, claim_probe_sql
 
 TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
@@ -77,10 +78,26 @@ class Candidate:
         }
 
 
+# the runtime's hooks (laneboard.workspace.hooks.install): verify a delivery before
+# in_progress -> in_review (evidence, or LaneboardError VERIFICATION_FAILED), land the
+# lane before -> done (the merge commit or None, or LaneboardError LANDING_BLOCKED)
+DeliveryGate = Callable[[Card], list[Evidence]]
+LandingGate = Callable[[Card], "str | None"]
+
+
 class Board:
-    def __init__(self, store: Store, windows: claims.ClaimWindows = claims.DEFAULT_WINDOWS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        windows: claims.ClaimWindows = claims.DEFAULT_WINDOWS,
+        *,
+        delivery_gate: DeliveryGate | None = None,
+        landing_gate: LandingGate | None = None,
+    ) -> None:
         self.store = store
         self.windows = windows
+        self.delivery_gate = delivery_gate
+        self.landing_gate = landing_gate
 
     # -- lookups -------------------------------------------------------------------
     def _card(self, tx: Tx, ref: str | int, *, lock: bool = False) -> Card:
@@ -541,6 +558,7 @@ class Board:
                     "pass --reason E1..E5 and --question TEXT",
                 )
             question = inputs.text(question or "", "question", limit=20_000)
+        gated = self._run_gates(actor, ref, dst, idempotency_key)
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -551,6 +569,7 @@ class Board:
             self._fence(actor, card)
             check_transition(card.status, dst)
             fields = self._move_fields(tx, actor, card, dst)
+            extra = self._gated_fields(tx, card, fields, gated)
             if dst is Status.AWAITING:
                 assert question is not None
                 c = tx.insert_comment(card.id, CommentKind.QUESTION.value, question, actor)
@@ -572,6 +591,7 @@ class Board:
                     "to": dst.value,
                     "reason": reason,
                     "round": new.delivery_round,
+                    **extra,
                 },
             )
             if idempotency_key is not None:
@@ -579,6 +599,62 @@ class Board:
                     idempotency_key, "move", card.id, {"card_id": card.id, "status": dst.value}
                 )
             return new
+
+    def _run_gates(
+        self, actor: Actor, ref: str | int, dst: Status, key: str | None
+    ) -> tuple[Card, list[Evidence], str | None] | None:
+        """Verify a delivery / land an acceptance before the move's write transaction.
+
+        The move is first checked as the write would check it (so a refused move runs
+        nothing); a gate's refusal refuses the move and nothing else changes."""
+        if dst not in (Status.IN_REVIEW, Status.DONE):
+            return None
+        if self.delivery_gate is None and self.landing_gate is None:
+            return None
+        with self.store.read() as tx:
+            if key is not None and tx.idempotent_response(key) is not None:
+                return None
+            card = self._card(tx, ref)
+            self._may_write(actor, card)
+            self._fence(actor, card)
+            check_transition(card.status, dst)
+            self._move_fields(tx, actor, card, dst)
+        evidence: list[Evidence] = []
+        merge: str | None = None
+        if card.status is Status.IN_PROGRESS and self.delivery_gate is not None:
+            evidence = list(self.delivery_gate(card))
+        if dst is Status.DONE and self.landing_gate is not None:
+            merge = self.landing_gate(card)
+        return card, evidence, merge
+
+    @staticmethod
+    def _gated_fields(
+        tx: Tx,
+        card: Card,
+        fields: dict[str, Any],
+        gated: tuple[Card, list[Evidence], str | None] | None,
+    ) -> dict[str, Any]:
+        """Inside the move: the verified evidence joins the round's report and the merge
+        commit joins ``meta``. Returns what the move event adds to its payload."""
+        if gated is None:
+            return {}
+        checked, evidence, merge = gated
+        if (checked.status, checked.delivery_round) != (card.status, card.delivery_round):
+            raise LaneboardError(
+                "VERSION_CONFLICT",
+                f"{card.ref} changed while it was being verified",
+                "read it again and retry the move",
+            )
+        extra: dict[str, Any] = {}
+        rep = tx.report(card.id, card.delivery_round) if evidence else None
+        if rep is not None:
+            items = [e.to_dict() for e in (*rep.evidence, *evidence)]
+            tx.run("UPDATE reports SET evidence = ? WHERE id = ?", (dumps(items), rep.id))
+            extra["verified"] = len(evidence)
+        if merge is not None:
+            fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
+            extra["merge_commit"] = merge
+        return extra
 
     def _move_fields(self, tx: Tx, actor: Actor, card: Card, dst: Status) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": dst.value, "status_since": tx.now()}
@@ -787,6 +863,64 @@ class Board:
             project_id=card.project_id,
             run_id=card.run_id,
             payload={"ref": card.ref, "from": card.status.value, "cycle": cycle, "bound": bound},
+        )
+        return new
+
+    def move_in(
+        self,
+        tx: Tx,
+        actor: Actor,
+        card: Card,
+        to: Status,
+        *,
+        reason: str | None = None,
+        new_round: bool = False,
+        fields: dict[str, Any] | None = None,
+    ) -> Card:
+        """A move inside an open write transaction (used by the workflow pass).
+
+        The same rules as ``move`` (transition table, delivery report); ``new_round``
+        starts the next delivery round (a rework); ``fields`` may set ``meta`` or
+        ``acceptance`` in the same write. ``done`` is not accepted here: acceptance goes
+        through ``move`` so that landing runs inside it.
+        """
+        if to is Status.DONE:
+            raise bad_input("move_in does not close cards", "close a card with Board.move")
+        check_transition(card.status, to)
+        changes = self._move_fields(tx, actor, card, to)
+        extra = dict(fields or {})
+        if "meta" in extra and "meta" in changes:
+            extra["meta"] = {**changes["meta"], **extra["meta"]}
+        changes.update(extra)
+        if new_round:
+            changes["delivery_round"] = card.delivery_round + 1
+        new = self._save(tx, card, changes)
+        tx.append_event(
+            "card.moved",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={
+                "ref": card.ref,
+                "from": card.status.value,
+                "to": to.value,
+                "reason": reason,
+                "round": new.delivery_round,
+            },
+        )
+        return new
+
+    def annotate_in(self, tx: Tx, actor: Actor, card: Card, meta: dict[str, Any]) -> Card:
+        """Merge ``meta`` into a card's meta inside an open write transaction."""
+        new = self._save(tx, card, {"meta": {**card.meta, **meta}})
+        tx.append_event(
+            "card.edited",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={"fields": ["meta"], "keys": sorted(meta)},
         )
         return new
 

@@ -62,8 +62,9 @@ class Context:
     @cached_property
     def board(self) -> Any:
         from laneboard.board.service import Board
+        from laneboard.workspace.hooks import install
 
-        return Board(self.store)
+        return install(Board(self.store))  # delivery verification and landing gates
 
     @cached_property
     def actor(self) -> Actor:

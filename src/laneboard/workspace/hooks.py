@@ -1,0 +1,45 @@
+"""Install the runtime's delivery and landing gates on a Board.
+
+Kept import-light: the workspace code loads only when a gate actually runs, so a read
+command such as ``lb card get`` starts as fast as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from laneboard.errors import LaneboardError
+
+if TYPE_CHECKING:
+    from laneboard.board.service import Board
+    from laneboard.domain.model import Card, Evidence
+
+
+def install(board: Board) -> Board:
+    """Give ``board`` the delivery gate (verify) and the landing gate (land); returns it."""
+    store = board.store
+
+    def delivery_gate(card: Card) -> list[Evidence]:
+        from laneboard.workspace.verify import verify_delivery
+
+        v = verify_delivery(store, card)
+        if not v.ok:
+            raise LaneboardError("VERIFICATION_FAILED", v.message, v.fix, **v.details())
+        return v.evidence
+
+    def landing_gate(card: Card) -> str | None:
+        from laneboard.workspace.land import land
+
+        res = land(store, card)
+        if res.blocked is not None:
+            raise LaneboardError(
+                "LANDING_BLOCKED",
+                f"{card.ref} was not landed: {res.blocked}",
+                f"see the note on the card, then run: lb land {card.ref}",
+                commands=res.commands,
+            )
+        return res.merge_commit
+
+    board.delivery_gate = delivery_gate
+    board.landing_gate = landing_gate
+    return board

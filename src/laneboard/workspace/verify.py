@@ -1,0 +1,263 @@
+"""Delivery verification by the runtime: scope of the changes, then the checks.
+
+The changed paths since the lane's base (committed, staged, unstaged and untracked)
+must lie within the card's ``allowed_paths``; then each of the card's ``checks`` and
+the project's ``review_gate`` runs in the lane with a timeout. Every output is kept as a
+log file under ``.laneboard/<card>/checks/`` and summarized as evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from laneboard.domain.model import Card, Evidence
+from laneboard.store import Store
+from laneboard.workspace import git as g
+from laneboard.workspace.lanes import Lane, lane_for
+
+DEFAULT_CHECK_TIMEOUT_S = 120.0
+TIMEOUT_EXIT = 124
+TAIL_LINES = 20
+TAIL_CHARS = 2000
+RUNTIME_DIRS = (".laneboard/", ".worktrees/")
+
+
+@dataclass
+class Verification:
+    ok: bool
+    evidence: list[Evidence] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    failed: Evidence | None = None
+    message: str = ""
+    fix: str = ""
+    directory: str | None = None
+    lane: Lane | None = None
+    changed: list[str] = field(default_factory=list)
+
+    def details(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.violations:
+            out["paths"] = self.violations
+        if self.failed is not None:
+            out["command"] = self.failed.command
+            out["exit_code"] = self.failed.exit_code
+            out["log_path"] = self.failed.log_path
+        return out
+
+
+def settings(store: Store, project_id: int) -> dict[str, Any]:
+    with store.read() as tx:
+        return tx.project_config(project_id)
+
+
+def check_timeout(cfg: dict[str, Any]) -> float:
+    raw = cfg.get("check_timeout", DEFAULT_CHECK_TIMEOUT_S)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return DEFAULT_CHECK_TIMEOUT_S
+    return value if value > 0 else DEFAULT_CHECK_TIMEOUT_S
+
+
+def gate_commands(card: Card, cfg: dict[str, Any]) -> list[str]:
+    gate = cfg.get("review_gate") or []
+    extra = [gate] if isinstance(gate, str) else [str(c) for c in gate]
+    return [*card.checks, *[c for c in extra if c.strip()]]
+
+
+# -- scope -------------------------------------------------------------------------------
+def changed_paths(root: str, base_commit: str) -> list[str]:
+    """Repository-relative paths changed since ``base_commit``, including uncommitted."""
+    found: set[str] = set()
+    for args in (
+        ("diff", "--name-only", "--no-renames", "-z", f"{base_commit}...HEAD"),
+        ("diff", "--name-only", "--no-renames", "-z", "HEAD"),
+        ("ls-files", "--others", "--exclude-standard", "-z"),
+    ):
+        found.update(p for p in g.git(root, *args).out.split("\0") if p)
+    return sorted(p for p in found if not p.startswith(RUNTIME_DIRS))
+
+
+def within(path: str, allowed: list[str] | tuple[str, ...]) -> bool:
+    if not allowed:
+        return True
+    for prefix in allowed:
+        pre = prefix.rstrip("/")
+        if path == pre or path.startswith(pre + "/"):
+            return True
+    return False
+
+
+def scope_violations(
+    root: str, changed: list[str], allowed: list[str] | tuple[str, ...]
+) -> list[str]:
+    real_root = os.path.realpath(root)
+    bad: list[str] = []
+    for p in changed:
+        full = os.path.join(root, p)
+        if not within(p, allowed):
+            bad.append(p)
+        elif os.path.islink(full):
+            target = os.path.realpath(full)
+            if target != real_root and not target.startswith(real_root + os.sep):
+                bad.append(f"{p} (symlink escapes the repository)")
+    return bad
+
+
+# -- checks ------------------------------------------------------------------------------
+def _slug(cmd: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", cmd).strip("-")[:40] or "check"
+
+
+def _tail(data: bytes) -> str:
+    text = data.decode("utf-8", "replace")
+    lines = text.rstrip("\n").splitlines()[-TAIL_LINES:]
+    return "\n".join(lines)[-TAIL_CHARS:]
+
+
+def check_env() -> dict[str, str]:
+    """The user's environment without laneboard's own settings and credentials."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
+
+
+def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
+    """Run one shell command in ``cwd``; its output goes to ``log_path``."""
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    timed_out = False
+    with open(log_path, "wb") as fh:
+        fh.write(f"$ {cmd}\n".encode())
+        fh.flush()
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", cmd],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=check_env(),
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = TIMEOUT_EXIT
+            fh.write(f"\n[laneboard] timed out after {timeout:g} s; killed\n".encode())
+    with open(log_path, "rb") as fh:
+        data = fh.read()
+    summary = _tail(data)
+    if timed_out:
+        summary = f"timed out after {timeout:g} s\n{summary}"
+    return Evidence(cmd, code, "sha256:" + hashlib.sha256(data).hexdigest(), summary, log_path)
+
+
+def run_checks(
+    commands: list[str], cwd: str, log_dir: str, timeout: float, prefix: str = ""
+) -> tuple[list[Evidence], Evidence | None]:
+    """Run commands in order, stopping at the first failure (returned second)."""
+    out: list[Evidence] = []
+    for i, cmd in enumerate(commands, 1):
+        ev = run_check(
+            cmd, cwd, os.path.join(log_dir, f"{prefix}{i:02d}-{_slug(cmd)}.log"), timeout
+        )
+        out.append(ev)
+        if ev.exit_code != 0:
+            return out, ev
+    return out, None
+
+
+# -- the delivery ------------------------------------------------------------------------
+def verify_delivery(store: Store, card: Card) -> Verification:
+    """Verify a delivery in the card's lane; a card without a lane passes unverified."""
+    with store.read() as tx:
+        project = tx.project(id=card.project_id)
+        lane = lane_for(tx, card.id, card.delivery_round)
+        cfg = tx.project_config(card.project_id)
+    if lane is not None and lane.state == "cleaned":
+        lane = None
+    commands = gate_commands(card, cfg)
+    if lane is None:  # no lane (not a git project, shared workspace, not admitted)
+        return Verification(ok=True)
+    v = Verification(
+        ok=True, lane=lane, directory=lane.target_dir(project.path if project else None)
+    )
+    if not os.path.isdir(lane.path) or not g.is_checkout(lane.path):
+        v.ok = False
+        v.message = f"the lane of {card.ref} is missing: {lane.path} is not a checkout"
+        v.fix = f"recreate it (move {card.ref} to todo) or restore the worktree"
+        return v
+    try:
+        v.changed = changed_paths(lane.path, lane.base_commit)
+    except g.GitError as exc:
+        v.ok = False
+        v.message = f"cannot read the changes in {lane.path}: {exc}"
+        v.fix = "check the lane's git state and deliver again"
+        return v
+    v.violations = scope_violations(lane.path, v.changed, card.allowed_paths)
+    if v.violations:
+        v.ok = False
+        shown = ", ".join(v.violations[:20]) + (" …" if len(v.violations) > 20 else "")
+        scope = ", ".join(card.allowed_paths) or "the repository"
+        v.message = f"{card.ref} changed paths outside its scope ({scope}): {shown}"
+        v.fix = "revert those changes in the lane, or ask a human to widen allowed_paths"
+        return v
+    try:  # the lane branch holds the delivery before the checks run (and leave artifacts)
+        head = _commit_leftovers(lane, card, len(v.changed))
+    except g.GitError as exc:
+        v.ok = False
+        v.message = f"cannot commit the delivery in {lane.path}: {exc}"
+        v.fix = "commit the changes in the lane yourself and deliver again"
+        return v
+    log_dir = os.path.join(str(v.directory), ".laneboard", card.ref, "checks")
+    v.evidence, v.failed = run_checks(
+        commands, str(v.directory), log_dir, check_timeout(cfg), f"r{card.delivery_round}-"
+    )
+    if v.failed is not None:
+        return _failed(v, card)
+    v.evidence.append(head)
+    return v
+
+
+def _failed(v: Verification, card: Card) -> Verification:
+    assert v.failed is not None
+    v.ok = False
+    f = v.failed
+    what = "timed out" if f.exit_code == TIMEOUT_EXIT else f"exited {f.exit_code}"
+    v.message = f"check `{f.command}` on {card.ref} {what}; log: {f.log_path}"
+    v.fix = "read the log, fix the cause in the lane, and deliver again"
+    return v
+
+
+def _commit_leftovers(lane: Lane, card: Card, changed: int) -> Evidence:
+    """Commit what the agent left uncommitted, so the lane branch holds the delivery."""
+    left = g.status_lines(lane.path)
+    if left:
+        g.git(lane.path, "add", "-A")
+        g.git(
+            lane.path,
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            f"{card.ref}: round {card.delivery_round} delivery (uncommitted changes, "
+            "committed by laneboard)",
+            identity=True,
+        )
+    head = g.commit_of(lane.path, "HEAD")
+    note = f"; committed {len(left)} uncommitted change(s)" if left else ""
+    return Evidence(
+        "git rev-parse HEAD",
+        0,
+        f"git:{head}",
+        f"{lane.branch} at {head[:12]}, {changed} path(s) changed since {lane.base}{note}",
+        None,
+    )
