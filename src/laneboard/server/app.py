@@ -24,6 +24,7 @@ from laneboard.server import status as st
 from laneboard.server.auth import DEFAULT_TRUSTED, Authenticator, AuthMiddleware, actor_of
 from laneboard.server.http import clean_text, parse_json, query_int, query_text
 from laneboard.store import IntegrityError, Store
+from laneboard.workspace.hooks import install as install_gates
 
 
 @dataclass
@@ -139,7 +140,7 @@ def create_app(
     sse_poll_s: float = 0.5,
 ) -> Any:
     """The ASGI application (wrapped in the authentication middleware)."""
-    srv = Server(store, Board(store), Tokens(store), sse_poll_s)
+    srv = Server(store, install_gates(Board(store)), Tokens(store), sse_poll_s)
 
     async def openapi_json(_request: Request) -> Response:
         return JSONResponse(openapi.document())

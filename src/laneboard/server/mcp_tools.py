@@ -26,6 +26,7 @@ from laneboard.server.auth import ACTOR_KEY
 from laneboard.server.http import validate
 from laneboard.server.schemas import EVIDENCE
 from laneboard.store import Store
+from laneboard.workspace.hooks import install as install_gates
 
 ActorFn = Callable[[Any], Actor]
 
@@ -69,7 +70,7 @@ def _human(actor: Actor, what: str) -> None:
 
 
 def build(store: Store, actor_of: ActorFn, *, wait_poll_s: float = 2.0) -> MCPServer:
-    board = Board(store)
+    board = install_gates(Board(store))
     server: MCPServer = MCPServer(
         "laneboard", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )

@@ -13,7 +13,7 @@ from typing import Any
 from laneboard.board.service import Candidate
 from laneboard.domain.clock import HOUR_MS
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import instances, records
+from laneboard.supervisor import director, instances, records
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.admit import AdmissionError
 from laneboard.workspace.brief import write_brief
@@ -135,6 +135,7 @@ def _dispatch(
     try:
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
+        assert rt.admitter is not None
         target = rt.admitter.admit(card, project)
         write_brief(target, card)
     except (AdmissionError, OSError) as exc:
@@ -154,7 +155,7 @@ def _dispatch(
                 target,
                 new.delivery_round,
                 new.claim_epoch,
-                {"agent_kind": kind, "stale": cand.stale},
+                {"agent_kind": kind, "stale": cand.stale, **director.resume_payload(tx, new)},
             )
             if row is None:
                 raise LaneboardError(

@@ -13,7 +13,9 @@ from laneboard.domain.model import Actor, system
 from laneboard.domain.roles import Role
 from laneboard.store import Store
 from laneboard.supervisor.logs import LogFile
-from laneboard.workspace.admit import Admitter, DirectoryAdmitter
+from laneboard.workspace.admit import Admitter
+from laneboard.workspace.hooks import install as install_gates
+from laneboard.workspace.lanes import LaneAdmitter
 
 
 @dataclass
@@ -23,19 +25,23 @@ class Runtime:
     machine: str
     log: LogFile
     instance: str | None = None
-    admitter: Admitter = field(default_factory=DirectoryAdmitter)
+    admitter: Admitter | None = None
     roles: dict[str, Role] = field(default_factory=dict)
     kind_available: Callable[[str], bool] = field(default=lambda kind: True)
     pool_alive: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         t = self.config.time
-        self.board = Board(
-            self.store,
-            ClaimWindows(
-                t.heartbeat_fresh * 1000, t.stale_same_holder * 1000, t.stale_anyone * 1000
-            ),
+        self.board = install_gates(
+            Board(
+                self.store,
+                ClaimWindows(
+                    t.heartbeat_fresh * 1000, t.stale_same_holder * 1000, t.stale_anyone * 1000
+                ),
+            )
         )
+        if self.admitter is None:
+            self.admitter = LaneAdmitter(self.board, warn=lambda msg: self.log.warn("lanes", msg))
         for rid in self.config.worker_roles:
             self.roles.setdefault(rid, Role(rid, self.config.agent_for(rid), ("worker",), rid))
         for rid in self.config.reviewer_roles:
