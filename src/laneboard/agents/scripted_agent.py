@@ -13,10 +13,14 @@ ignore failure), ``lb`` (arguments to ``lb``), ``comment`` (text, ``kind``),
 ``heartbeat``, ``commit`` (message), ``report`` (body, ``evidence`` EXIT:COMMAND list),
 ``deliver`` (commit, report and move to in_review), ``verdict`` (APPROVE|REJECT with
 ``body`` and ``evidence``: a reviewer's report and delivery), ``ask`` (question; waits
-for the answer with ``lb card wait``), ``sleep`` (seconds), ``hang``, ``crash`` (exit
-code), ``say`` (final text). Any step may carry ``attempt`` (only on that attempt of
+for the answer with ``lb card wait``; ``record`` appends its result to a file),
+``sleep`` (seconds), ``hang``, ``crash`` (exit code), ``say`` (final text). Any step may carry ``attempt`` (only on that attempt of
 this card and round, counted across sessions) or ``turn`` (only on that turn of this
 session). ``{card}`` and ``{round}`` are substituted in strings.
+
+Run with ``--role director``, the agent plays the director lane: each prompt names its
+card on a ``Card: REF`` line and the steps come from that card's ``meta.director_script``
+(none: the turn does nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -146,10 +151,17 @@ class Agent:
         self.turns += 1
         self.transcript.append(prompt[:2000])
         self.save()
+        director = self.role == "director"
+        if director:  # one director session serves many cards: the prompt names the row's card
+            named = re.search(r"^Card: (\S+)$", prompt, re.MULTILINE)
+            self.card = named.group(1) if named else self.card
         card = self.card_data()
         rnd = int(card["delivery_round"])
         attempt = self.next_attempt(rnd)
-        script = card.get("meta", {}).get("script", [{"deliver": "done"}])
+        if director:
+            script = card.get("meta", {}).get("director_script", [])
+        else:
+            script = card.get("meta", {}).get("script", [{"deliver": "done"}])
         steps: list[dict[str, Any]]
         if isinstance(script, dict):
             steps = list(script.get(f"r{rnd}", script.get("default", [])) or [])
@@ -234,6 +246,9 @@ class Agent:
             )
             result = json.loads(wait.stdout or "{}")
             emit({"type": "event", "kind": "answer", "data": result})
+            if step.get("record"):  # keep the wait's result for whoever runs the script
+                with open(step["record"], "a") as fh:
+                    fh.write(json.dumps(result) + "\n")
             if result.get("outcome") == "answered":
                 self.lb("card", "claim", self.card)
             elif step.get("stop_unless_answered", True):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.supervisor import instances, poll
+from laneboard.supervisor import instances, patrol, poll
 from laneboard.supervisor.pool import Pool
 from laneboard.supervisor.runtime import Runtime
 
@@ -31,6 +31,7 @@ def _poll_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
 
 # name -> pass; kept in tick order. Later capabilities register patrol and workflow.
 PASSES: dict[str, PassFn] = {"poll": _poll_pass}
+PASSES["patrol"] = patrol.patrol_pass  # notify-only SLA patrol
 ORDER = ("patrol", "workflow", "poll")
 
 

@@ -260,6 +260,7 @@ class Pool:
             live = self.live.get((kind, key))
         if live is not None and live.session.alive() and rec is not None:
             live.busy, live.last_used = True, time.monotonic()
+            self._env(card, role)  # the live session's token file follows the new claim epoch
             return live.session, prompts.resume(card, reason, detail), rec.id, False
         if live is not None:
             self._forget(kind, key)

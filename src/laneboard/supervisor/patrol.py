@@ -1,0 +1,644 @@
+"""The SLA patrol: notify-only. It measures, alerts and never moves a card.
+
+Rows (each alert is one record with a stable ``dedup_key``):
+
+===================  =======================================  ==========================
+row                  measured from                            tiers (minutes)
+===================  =======================================  ==========================
+heartbeat_stale      the claim heartbeat (epics excluded)     30 overdue, 360 escalate
+heartbeat_unreadable an in_progress card without a usable one  at once (critical)
+question_waiting     the newest open question                 60 overdue, 1440 escalate
+blocked_waiting      the move to blocked                      120 overdue, 1440 escalate
+review_aging         a review card's creation (not in review) 60 overdue
+review_missing       the delivery (in_review, no review card) 30 overdue
+leader_stalled       the leader's last action, when owed work 240 overdue
+inspector_liveness   the peer inspector's marker              3 peer periods (warning)
+===================  =======================================  ==========================
+
+Human-waiting rows count working hours when a window is configured (timezone + window);
+the default is the wall clock. Alerts are de-duplicated in the alert ledger keyed by
+state (a tier promotion always re-notifies), re-checked against a fresh read before
+they are sent, then appended to the event stream and piped as JSON to the notify
+command. Each completed pass records its time as the ``patrol:<machine>`` mark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from laneboard.domain.clock import MINUTE_MS, iso
+from laneboard.domain.model import Actor, Card, CardKind, CommentKind, system
+from laneboard.domain.status import Status
+from laneboard.errors import LaneboardError
+from laneboard.store.rows import dumps
+from laneboard.store.tx import Tx
+
+ROWS = (
+    "heartbeat_stale",
+    "heartbeat_unreadable",
+    "question_waiting",
+    "blocked_waiting",
+    "review_aging",
+    "review_missing",
+    "leader_stalled",
+    "inspector_liveness",
+)
+LEADER_COMMENT_KINDS = ("confirm", "decision", "change", "answer")
+PATROL_ACTOR = system("Patrol")
+
+
+@dataclass(frozen=True)
+class PatrolSettings:
+    notify_command: str = ""
+    timezone: str = ""  # working-hours zone; "" = wall clock
+    window: str = ""  # "09:00-18:00"; "" = wall clock
+    leader: str = ""  # the leader's board name; "" = any human author
+    peer_marker: str = ""  # a mark name (patrol:<machine>) or an absolute file path
+    peer_period_s: int = 900
+    stale_min: int = 30
+    stale_escalate_min: int = 360
+    question_min: int = 60
+    question_escalate_min: int = 1440
+    blocked_min: int = 120
+    blocked_escalate_min: int = 1440
+    review_aging_min: int = 60
+    review_missing_min: int = 30
+    leader_min: int = 240
+    unreadable_after_min: int = 10
+
+    def validate(self) -> PatrolSettings:
+        if bool(self.timezone) != bool(self.window):
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                "patrol working hours need both timezone and window",
+                'set both, e.g. timezone = "Europe/Berlin" and window = "09:00-18:00"',
+            )
+        if self.window:
+            _window(self.window)
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise LaneboardError(
+                    "CONFIG_INVALID",
+                    f"unknown time zone {self.timezone!r}",
+                    "use an IANA name such as Europe/Berlin",
+                ) from None
+        return self
+
+
+def _window(text: str) -> tuple[time, time]:
+    try:
+        a, b = text.split("-")
+        start, end = time.fromisoformat(a.strip()), time.fromisoformat(b.strip())
+    except ValueError:
+        raise LaneboardError(
+            "CONFIG_INVALID",
+            f"patrol window {text!r} is not HH:MM-HH:MM",
+            'write it like "09:00-18:00"',
+        ) from None
+    if not start < end:
+        raise LaneboardError(
+            "CONFIG_INVALID", f"patrol window {text!r} ends before it starts", "use start < end"
+        )
+    return start, end
+
+
+def load_settings(path: str | None = None, **overrides: Any) -> PatrolSettings:
+    """``[patrol]`` of the user's config file, then ``LANEBOARD_NOTIFY_COMMAND``, then flags."""
+    from laneboard.config import config_dir
+
+    path = path or os.path.join(config_dir(), "config.toml")
+    table: dict[str, Any] = {}
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb") as fh:
+                table = dict(tomllib.load(fh).get("patrol", {}))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise LaneboardError(
+                "CONFIG_INVALID", f"cannot read {path}: {exc}", "fix the TOML syntax"
+            ) from None
+    if os.environ.get("LANEBOARD_NOTIFY_COMMAND"):
+        table["notify_command"] = os.environ["LANEBOARD_NOTIFY_COMMAND"]
+    table.update({k: v for k, v in overrides.items() if v is not None})
+    known = set(PatrolSettings.__dataclass_fields__)
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise LaneboardError(
+            "CONFIG_INVALID",
+            f"{path}: unknown patrol key {unknown[0]!r}",
+            f"known: {', '.join(sorted(known))}",
+        )
+    return replace(PatrolSettings(), **table).validate()
+
+
+# -- working hours ------------------------------------------------------------------
+def elapsed_ms(start: int, now: int, settings: PatrolSettings) -> int:
+    """Milliseconds from ``start`` to ``now``, inside the working window if one is set."""
+    if now <= start:
+        return 0
+    if not settings.window:
+        return now - start
+    zone = ZoneInfo(settings.timezone)
+    open_t, close_t = _window(settings.window)
+    a = datetime.fromtimestamp(start / 1000, zone)
+    b = datetime.fromtimestamp(now / 1000, zone)
+    total = 0.0
+    day = a.date()
+    for _ in range(800):  # bounded: a wait older than two years is counted up to then
+        if day > b.date():
+            break
+        lo = datetime.combine(day, open_t, zone)
+        hi = datetime.combine(day, close_t, zone)
+        s, e = max(lo, a), min(hi, b)
+        if e > s:
+            total += (e - s).total_seconds()
+        day += timedelta(days=1)
+    return int(total * 1000)
+
+
+def due_ms(start: int, minutes: int, settings: PatrolSettings, now: int) -> int:
+    """When ``minutes`` of counted time after ``start`` run out (estimated for windows)."""
+    if not settings.window:
+        return start + minutes * MINUTE_MS
+    left = minutes * MINUTE_MS - elapsed_ms(start, now, settings)
+    return now + max(left, 0)
+
+
+# -- the plan -------------------------------------------------------------------------
+@dataclass
+class Alert:
+    row: str
+    tier: str  # overdue | escalate | warn
+    severity: str  # warning | critical
+    target: str
+    measure_start: int | None
+    threshold_min: int | None
+    due_at: int | None
+    evidence: dict[str, Any]
+    card_id: int | None = None
+    card: str | None = None
+    confidence: str = "high"
+
+    @property
+    def dedup_key(self) -> str:
+        subject = self.card or self.target
+        return f"{self.row}|{subject}|{self.measure_start if self.measure_start else 'none'}"
+
+    def to_dict(self, now: int) -> dict[str, Any]:
+        return {
+            "type": "laneboard.alert",
+            "dedup_key": self.dedup_key,
+            "row": self.row,
+            "tier": self.tier,
+            "severity": self.severity,
+            "card": self.card,
+            "target": self.target,
+            "measure_start_at": iso(self.measure_start),
+            "threshold_min": self.threshold_min,
+            "due_at": iso(self.due_at),
+            "at": iso(now),
+            "action": "notify",
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+        }
+
+
+def _tiered(
+    row: str,
+    card: Card,
+    start: int,
+    now: int,
+    s: PatrolSettings,
+    limits: tuple[int, int | None],
+    *,
+    working: bool,
+    evidence: dict[str, Any],
+) -> Alert | None:
+    counted = elapsed_ms(start, now, s) if working else now - start
+    first, second = limits
+    if second is not None and counted > second * MINUTE_MS:
+        tier, sev, lim = "escalate", "critical", second
+    elif counted > first * MINUTE_MS:
+        tier, sev, lim = "overdue", "warning", first
+    else:
+        return None
+    due = due_ms(start, lim, s, now) if working else start + lim * MINUTE_MS
+    ev = {**evidence, "counted_min": round(counted / MINUTE_MS, 1), "working_hours": working}
+    ev["counting"] = "working hours" if (working and s.window) else "wall clock"
+    return Alert(row, tier, sev, "leader", start, lim, due, ev, card.id, card.ref)
+
+
+def _open_question(tx: Tx, card: Card) -> Any:
+    got = tx.one(
+        "SELECT * FROM comments WHERE card_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+        (card.id, CommentKind.QUESTION.value),
+    )
+    if got is None or int(got["created_at"]) < card.status_since:
+        return None
+    return got
+
+
+def card_alerts(tx: Tx, card: Card, now: int, s: PatrolSettings) -> list[Alert]:
+    """Every card-scoped row for one card (also the re-check before a send)."""
+    out: list[Alert] = []
+    review_of = card.meta.get("review_of")
+    if card.status is Status.IN_PROGRESS and card.kind is not CardKind.EPIC:
+        hb = card.heartbeat_at
+        if hb is None or hb > now + MINUTE_MS:
+            absent_for = now - card.status_since
+            if hb is not None or absent_for >= s.unreadable_after_min * MINUTE_MS:
+                out.append(
+                    Alert(
+                        "heartbeat_unreadable",
+                        "warn",
+                        "critical",
+                        "leader",
+                        None if hb is None else card.status_since,
+                        None,
+                        None,
+                        {
+                            "heartbeat_at": hb,
+                            "holder": card.holder,
+                            "status_since": iso(card.status_since),
+                        },
+                        card.id,
+                        card.ref,
+                        "low",
+                    )
+                )
+        else:
+            a = _tiered(
+                "heartbeat_stale",
+                card,
+                hb,
+                now,
+                s,
+                (s.stale_min, s.stale_escalate_min),
+                working=False,
+                evidence={
+                    "holder": card.holder,
+                    "heartbeat_at": iso(hb),
+                    "epoch": card.claim_epoch,
+                },
+            )
+            if a:
+                out.append(a)
+    if card.status in (Status.IN_PROGRESS, Status.AWAITING):
+        q = _open_question(tx, card)
+        if q is not None:
+            a = _tiered(
+                "question_waiting",
+                card,
+                int(q["created_at"]),
+                now,
+                s,
+                (s.question_min, s.question_escalate_min),
+                working=True,
+                evidence={
+                    "question": int(q["id"]),
+                    "asked_by": q["author"],
+                    "status": card.status.value,
+                    "text": str(q["body"])[:300],
+                },
+            )
+            if a:
+                out.append(a)
+    if card.status is Status.BLOCKED:
+        a = _tiered(
+            "blocked_waiting",
+            card,
+            card.status_since,
+            now,
+            s,
+            (s.blocked_min, s.blocked_escalate_min),
+            working=True,
+            evidence={
+                "hold_cycle": card.meta.get("hold_cycle"),
+                "blocked": card.meta.get("blocked"),
+            },
+        )
+        if a:
+            out.append(a)
+    if review_of and card.status in (Status.TODO, Status.IN_PROGRESS):
+        a = _tiered(
+            "review_aging",
+            card,
+            card.created_at,
+            now,
+            s,
+            (s.review_aging_min, None),
+            working=True,
+            evidence={
+                "review_of": review_of,
+                "round": card.meta.get("review_round"),
+                "status": card.status.value,
+            },
+        )
+        if a:
+            out.append(a)
+    if (
+        not review_of
+        and card.status is Status.IN_REVIEW
+        and card.acceptance_mode.value != "off"
+        and not _has_review(tx, card)
+    ):
+        a = _tiered(
+            "review_missing",
+            card,
+            card.status_since,
+            now,
+            s,
+            (s.review_missing_min, None),
+            working=True,
+            evidence={"round": card.delivery_round, "mode": card.acceptance_mode.value},
+        )
+        if a:
+            out.append(a)
+    return out
+
+
+def _has_review(tx: Tx, card: Card) -> bool:
+    """An open (or finished, not canceled) review card for the card's current round."""
+    for r in tx.all(
+        "SELECT meta, status FROM cards WHERE meta LIKE ? AND status <> 'canceled'",
+        (f'%"review_of"%{card.ref}%',),
+    ):
+        meta = json.loads(r["meta"])
+        if str(meta.get("review_of")) not in (card.ref, str(card.id)):
+            continue
+        rnd = meta.get("review_round")
+        if rnd is None or int(rnd) == card.delivery_round:
+            return True
+    return False
+
+
+def leader_alert(tx: Tx, now: int, s: PatrolSettings) -> Alert | None:
+    """Only when leader-owed work exists; the leader is recognised by author, not kind."""
+    owed = tx.all(
+        "SELECT id, ref, status, status_since, acceptance_mode FROM cards WHERE status IN "
+        "('awaiting', 'blocked') OR (status = 'in_review' AND acceptance_mode = 'human') "
+        "ORDER BY status_since LIMIT 200"
+    )
+    if not owed:
+        return None
+    if s.leader:
+        who_sql, who_args = "actor = ?", (s.leader,)
+    else:
+        who_sql, who_args = "actor_kind = ?", ("human",)
+    last = 0
+    for e in tx.all(
+        f"SELECT at, type, payload FROM events WHERE {who_sql} AND type IN "
+        "('comment.added', 'card.created', 'card.moved') ORDER BY id DESC LIMIT 500",
+        who_args,
+    ):
+        p = json.loads(e["payload"])
+        if e["type"] == "comment.added" and p.get("kind") not in LEADER_COMMENT_KINDS:
+            continue
+        if e["type"] == "card.moved" and p.get("to") != "done" and p.get("from") != "awaiting":
+            continue
+        last = int(e["at"])
+        break
+    earliest = min(int(r["status_since"]) for r in owed)
+    start = max(last, earliest)
+    counted = elapsed_ms(start, now, s)
+    if counted <= s.leader_min * MINUTE_MS:
+        return None
+    return Alert(
+        "leader_stalled",
+        "overdue",
+        "warning",
+        s.leader or "leader",
+        start,
+        s.leader_min,
+        due_ms(start, s.leader_min, s, now),
+        {
+            "owed": [f"{r['ref']} ({r['status']})" for r in owed[:20]],
+            "owed_count": len(owed),
+            "last_leader_action_at": iso(last) if last else None,
+            "counted_min": round(counted / MINUTE_MS, 1),
+        },
+    )
+
+
+def peer_marker_at(tx: Tx, marker: str) -> int | None:
+    if os.path.isabs(marker):
+        try:
+            with open(marker, encoding="utf-8") as fh:
+                raw = fh.read().strip()
+            data = json.loads(raw) if raw.startswith("{") else {}
+            if isinstance(data.get("at"), int):
+                return int(data["at"])
+            return int(os.path.getmtime(marker) * 1000)
+        except (OSError, ValueError):
+            return None
+    r = tx.one("SELECT at FROM patrol_marks WHERE name = ?", (marker,))
+    return int(r["at"]) if r else None
+
+
+def inspector_alert(tx: Tx, now: int, s: PatrolSettings) -> Alert | None:
+    if not s.peer_marker:
+        return None  # an unconfigured peer is a registered dependency, not an alarm
+    at = peer_marker_at(tx, s.peer_marker)
+    limit_ms = 3 * s.peer_period_s * 1000
+    if at is not None and now - at <= limit_ms:
+        return None
+    return Alert(
+        "inspector_liveness",
+        "warn",
+        "warning",
+        s.peer_marker,
+        at,
+        limit_ms // MINUTE_MS,
+        (at + limit_ms) if at is not None else None,
+        {"marker": s.peer_marker, "marker_at": iso(at), "periods": 3, "period_s": s.peer_period_s},
+        confidence="high" if at is not None else "low",
+    )
+
+
+def plan(
+    tx: Tx, now: int, s: PatrolSettings, *, card_ids: Iterable[int] | None = None
+) -> list[Alert]:
+    """Every alert due now (read-only)."""
+    if card_ids is not None:
+        cards = [c for c in (tx.card(i) for i in card_ids) if c is not None]
+    else:
+        cards = tx.list_cards(
+            statuses=["in_progress", "awaiting", "blocked", "in_review", "todo"], limit=10_000
+        )
+    out: list[Alert] = []
+    for card in cards:
+        out.extend(card_alerts(tx, card, now, s))
+    if card_ids is None:
+        for a in (leader_alert(tx, now, s), inspector_alert(tx, now, s)):
+            if a is not None:
+                out.append(a)
+    return out
+
+
+def _recheck(tx: Tx, alert: Alert, now: int, s: PatrolSettings) -> bool:
+    if alert.card_id is not None:
+        fresh = plan(tx, now, s, card_ids=[alert.card_id])
+    elif alert.row == "leader_stalled":
+        fresh = [a for a in [leader_alert(tx, now, s)] if a]
+    else:
+        fresh = [a for a in [inspector_alert(tx, now, s)] if a]
+    return any(a.dedup_key == alert.dedup_key and a.tier == alert.tier for a in fresh)
+
+
+# -- the ledger -------------------------------------------------------------------------
+def _ledger() -> Callable[[Tx, str, str, str, dict[str, Any]], bool]:
+    try:
+        from laneboard.supervisor.alerts import raise_alert  # the shared alert ledger
+    except ImportError:
+        return _local_raise
+    fn: Callable[[Tx, str, str, str, dict[str, Any]], bool] = raise_alert
+    return fn
+
+
+def _local_raise(
+    tx: Tx, dedup_key: str, state: str, severity: str, payload: dict[str, Any]
+) -> bool:
+    """Fallback ledger in ``patrol_marks``: notify when the key is new or its state changed."""
+    name = "alert:" + dedup_key
+    r = tx.one("SELECT info FROM patrol_marks WHERE name = ?", (name,))
+    if r is not None and json.loads(r["info"]).get("state") == state:
+        return False
+    info = dumps({"state": state, "severity": severity})
+    if r is None:
+        tx.run("INSERT INTO patrol_marks (name, at, info) VALUES (?, ?, ?)", (name, tx.now(), info))
+    else:
+        tx.run("UPDATE patrol_marks SET at = ?, info = ? WHERE name = ?", (tx.now(), info, name))
+    return True
+
+
+def mark(tx: Tx, name: str, info: dict[str, Any]) -> None:
+    if tx.one("SELECT name FROM patrol_marks WHERE name = ?", (name,)) is None:
+        tx.run(
+            "INSERT INTO patrol_marks (name, at, info) VALUES (?, ?, ?)",
+            (name, tx.now(), dumps(info)),
+        )
+    else:
+        tx.run(
+            "UPDATE patrol_marks SET at = ?, info = ? WHERE name = ?", (tx.now(), dumps(info), name)
+        )
+
+
+def marks(tx: Tx, prefix: str) -> list[dict[str, Any]]:
+    return [
+        {"name": r["name"], "at": int(r["at"]), "info": json.loads(r["info"])}
+        for r in tx.all(
+            "SELECT * FROM patrol_marks WHERE name LIKE ? ORDER BY at DESC", (prefix + "%",)
+        )
+    ]
+
+
+# -- the pass -------------------------------------------------------------------------------
+@dataclass
+class PatrolResult:
+    planned: int = 0
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    suppressed: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    notify_errors: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    plan: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "planned": self.planned,
+            "sent": self.sent,
+            "suppressed": self.suppressed,
+            "dropped": self.dropped,
+            "notify_errors": self.notify_errors,
+            "dry_run": self.dry_run,
+            "plan": self.plan,
+        }
+
+
+def notify(command: str, alert: dict[str, Any], timeout_s: float = 120) -> str | None:
+    """Pipe one alert as JSON to the notify command; returns an error line or None."""
+    try:
+        out = subprocess.run(
+            command,
+            shell=True,
+            input=json.dumps(alert, sort_keys=True) + "\n",
+            text=True,
+            capture_output=True,
+            timeout=timeout_s,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"notify command failed: {exc}"
+    if out.returncode != 0:
+        return f"notify command exited {out.returncode}: {out.stderr.strip()[:300]}"
+    return None
+
+
+def run_patrol(
+    store: Any,
+    settings: PatrolSettings,
+    machine: str,
+    *,
+    dry_run: bool = False,
+    actor: Actor = PATROL_ACTOR,
+    log: Any = None,
+    subprocess_bound: float = 120,
+) -> PatrolResult:
+    res = PatrolResult(dry_run=dry_run)
+    now = store.clock.now_ms()
+    with store.read() as tx:
+        alerts = plan(tx, now, settings)
+    res.planned = len(alerts)
+    if dry_run:
+        res.plan = [a.to_dict(now) for a in alerts]
+        return res
+    raise_alert = _ledger()
+    for alert in alerts:
+        with store.write() as tx:
+            now = tx.now()
+            if not _recheck(tx, alert, now, settings):
+                res.dropped.append(alert.dedup_key)
+                if log is not None:
+                    log.info("patrol", "alert dropped by its re-check", key=alert.dedup_key)
+                continue
+            body = alert.to_dict(now)
+            if not raise_alert(tx, alert.dedup_key, alert.tier, alert.severity, body):
+                res.suppressed.append(alert.dedup_key)
+                continue
+            tx.append_event("patrol.alert", actor, card_id=alert.card_id, payload=body)
+        res.sent.append(body)
+        if log is not None:
+            log.warn("patrol", f"{alert.row} {alert.tier}", card=alert.card, key=alert.dedup_key)
+        if settings.notify_command:
+            err = notify(settings.notify_command, body, subprocess_bound)
+            if err:
+                res.notify_errors.append(err)
+                if log is not None:
+                    log.error("patrol", err, key=alert.dedup_key)
+    with store.write() as tx:
+        mark(
+            tx,
+            f"patrol:{machine}",
+            {"planned": res.planned, "sent": len(res.sent), "suppressed": len(res.suppressed)},
+        )
+    return res
+
+
+def patrol_pass(rt: Any, dry_run: bool) -> dict[str, Any]:
+    """The tick's patrol pass (registered as ``PASSES["patrol"]``)."""
+    settings = getattr(rt, "patrol_settings", None) or load_settings()
+    return run_patrol(
+        rt.store,
+        settings,
+        rt.machine,
+        dry_run=dry_run,
+        log=rt.log,
+        subprocess_bound=rt.config.time.subprocess_bound,
+    ).to_dict()

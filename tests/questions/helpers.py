@@ -1,0 +1,74 @@
+"""The real supervisor in a thread, with the director lane on its own clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from laneboard.config import SupervisorConfig
+from laneboard.domain.clock import Clock
+from laneboard.store import Store, open_store
+from laneboard.supervisor.director import DirectorLane, director_clock
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.loop import Supervisor
+from laneboard.supervisor.runtime import Runtime
+
+
+class RealNowClock:
+    """Real time plus any manual advance (the agents' own ``lb`` calls read real time)."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset
+
+    def advance(self, *, minutes: float = 0, seconds: float = 0) -> None:
+        self.offset += int(minutes * 60_000 + seconds * 1000)
+
+
+def config(tmp: Path, **kw: Any) -> SupervisorConfig:
+    base = SupervisorConfig(
+        default_agent="scripted", state_dir=str(tmp / "state"), event_poll_ms=50, debounce_ms=50
+    )
+    return replace(base, **kw).validate()
+
+
+def runtime(store: Store, cfg: SupervisorConfig, machine: str = "test-machine") -> Runtime:
+    return Runtime(store, cfg, machine, LogFile(cfg.state_path("supervisor.log")))
+
+
+class Running:
+    def __init__(
+        self, store_url: str, cfg: SupervisorConfig, clock: Clock, director_ms: int = 200
+    ) -> None:
+        self.store: Store = open_store(store_url, clock)
+        self.rt = runtime(self.store, cfg)
+        self.lane = DirectorLane(self.rt)
+        self.sup = Supervisor(self.rt, extra_clocks=[director_clock(self.lane, director_ms)])
+        self.thread = threading.Thread(target=self.sup.run, daemon=True)
+
+    def __enter__(self) -> Running:
+        self.sup.start()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sup.stop_event.set()
+        self.thread.join(60)
+        self.lane.close()
+        self.store.close()
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Wait for real processes to reach a state (never used to let board time pass)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
