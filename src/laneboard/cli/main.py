@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "laneboard.cli.schedule_cmds",
     "laneboard.cli.serve_cmds",
     "laneboard.cli.token_cmds",
+    "laneboard.cli.worktree_cmds",
 )
 
 
