@@ -6,12 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.workspace.helpers import ME, commit_file, gated, git, project
 
 from laneboard.domain.status import Status
 from laneboard.store import Store
 from laneboard.workspace.admit import AdmissionError
 from laneboard.workspace.lanes import LaneAdmitter, lane_for, lanes_of
-from tests.workspace.helpers import ME, commit_file, gated, git, project
 
 
 def lane_events(store: Store) -> list[dict[str, object]]:
@@ -207,9 +207,7 @@ def test_a_project_subdirectory_runs_in_the_same_subdirectory_of_the_lane(
     assert Path(target, "app.py").read_text() == "app\n"
 
 
-def test_shared_workspace_is_the_explicit_opt_out_and_warns_once(
-    store: Store, repo: Path
-) -> None:
+def test_shared_workspace_is_the_explicit_opt_out_and_warns_once(store: Store, repo: Path) -> None:
     board = gated(store)
     project(board, repo, workspace="shared")
     a = board.create_card(ME, "P", "a")
