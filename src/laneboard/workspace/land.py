@@ -21,7 +21,6 @@ from laneboard.workspace import git as g
 from laneboard.workspace.lanes import Lane, all_lanes, lane_for, lanes_actor, latest_lane
 
 
-
 @dataclass
 class LandResult:
     card: str

@@ -1,0 +1,137 @@
+"""Delivery verification by the runtime: scope, checks with logs and timeouts, evidence."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from tests.workspace.helpers import ME, claimed, deliver, gated, git, project
+
+from laneboard.board.service import Board
+from laneboard.domain.model import agent
+from laneboard.errors import LaneboardError
+from laneboard.store import Store
+from laneboard.workspace.verify import verify_delivery
+
+
+def refused(board: Board, ref: str) -> LaneboardError:
+    c = board.get(ref)
+    worker = agent("worker", c.id, c.claim_epoch)
+    board.report(worker, ref, "delivered")
+    with pytest.raises(LaneboardError) as err:
+        board.move(worker, ref, "in_review")
+    assert err.value.code == "VERIFICATION_FAILED" and err.value.http_status == 409
+    after = board.get(ref)
+    assert after.status.value == "in_progress" and after.version == c.version
+    return err.value
+
+
+def test_changes_outside_the_allowed_paths_are_refused_with_the_paths(
+    store: Store, repo: Path
+) -> None:
+    board = gated(store)
+    project(board, repo)
+    card, lane = claimed(board, allowed_paths=["src/auth"])
+    Path(lane, "src/auth").mkdir(parents=True)
+    Path(lane, "src/auth/login.py").write_text("ok\n")
+    Path(lane, "docs").mkdir()
+    Path(lane, "docs/notes.md").write_text("outside\n")  # untracked
+    Path(lane, "README.md").write_text("changed\n")  # tracked, uncommitted
+    Path(lane, "src/authz.py").write_text("a prefix is not a directory\n")
+    git(lane, "add", "src/authz.py")
+    git(lane, "commit", "-q", "-m", "committed outside")
+    err = refused(board, card.ref)
+    assert err.details["paths"] == ["README.md", "docs/notes.md", "src/authz.py"]
+    assert "docs/notes.md" in err.message and "src/auth" in err.message
+    assert "src/auth/login.py" not in err.message
+    # the delivery report carries no runtime evidence from a refused verification
+    assert board.reports(card.ref)[0].evidence == ()
+
+
+def test_a_symlink_escaping_the_repository_is_refused(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo)
+    card, lane = claimed(board)
+    os.symlink("/etc/passwd", os.path.join(lane, "passwd"))
+    os.symlink("README.md", os.path.join(lane, "readme-link"))  # inside: fine
+    err = refused(board, card.ref)
+    assert err.details["paths"] == ["passwd (symlink escapes the repository)"]
+
+
+def test_a_failing_check_is_refused_with_its_log(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo, review_gate="echo gate-ran")
+    card, lane = claimed(board, checks=["echo first-ok", "echo boom >&2; exit 3", "echo never"])
+    err = refused(board, card.ref)
+    log = Path(err.details["log_path"])
+    assert err.details["command"] == "echo boom >&2; exit 3" and err.details["exit_code"] == 3
+    assert log.is_file() and log.parent == Path(lane, ".laneboard", "P-1", "checks")
+    assert "boom" in log.read_text()
+    assert str(log) in err.message and "exited 3" in err.message
+    assert sorted(p.name for p in log.parent.iterdir()) == [
+        "r1-01-echo-first-ok.log",
+        "r1-02-echo-boom-2-exit-3.log",
+    ]
+
+
+def test_a_check_that_runs_too_long_is_killed_and_refused(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo, check_timeout=0.5)
+    card, _ = claimed(board, checks=["echo started; sleep 30; echo fin${x}ished"])
+    t0 = time.monotonic()
+    err = refused(board, card.ref)
+    assert time.monotonic() - t0 < 15
+    assert err.details["exit_code"] == 124 and "timed out" in err.message
+    text = Path(err.details["log_path"]).read_text()
+    assert "started" in text and "finished" not in text and "timed out after 0.5 s" in text
+
+
+def test_a_verified_delivery_appends_evidence_and_commits_the_lane(
+    store: Store, repo: Path
+) -> None:
+    board = gated(store)
+    project(board, repo, review_gate=["test -f src/app.py"])
+    card, lane = claimed(board, checks=["grep -q hello src/app.py"], allowed_paths=["src"])
+    Path(lane, "src").mkdir()
+    Path(lane, "src/app.py").write_text("hello\n")  # left uncommitted by the agent
+    moved = deliver(board, card)
+    assert moved.status.value == "in_review"
+    ev = board.reports(card.ref)[0].evidence
+    assert [e.command for e in ev] == [
+        "grep -q hello src/app.py",
+        "test -f src/app.py",
+        "git rev-parse HEAD",
+    ]
+    assert all(e.exit_code == 0 for e in ev)
+    for e in ev[:2]:
+        assert e.digest.startswith("sha256:") and len(e.digest) == 7 + 64
+        assert e.log_path is not None and Path(e.log_path).is_file()
+    head = git(lane, "rev-parse", "HEAD")
+    assert ev[2].digest == f"git:{head}" and "committed 1 uncommitted change" in ev[2].summary
+    assert git(lane, "status", "--porcelain") == ""
+    assert git(lane, "show", "--name-only", "--format=", "HEAD") == "src/app.py"
+    moved_event = [e for e in board.events(0, limit=1000) if e.type == "card.moved"][-1]
+    assert moved_event.payload["verified"] == 3
+
+
+def test_no_lane_means_no_runtime_verification(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo)
+    c = board.create_card(ME, "P", "unadmitted", checks=["false"])
+    c = board.claim(ME, c.ref, holder="worker")
+    v = verify_delivery(store, c)
+    assert v.ok and v.evidence == [] and v.lane is None
+    assert deliver(board, c).status.value == "in_review"
+
+
+def test_a_refused_move_runs_no_checks(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo)
+    card, lane = claimed(board, checks=["touch ran.txt"])
+    worker = agent("worker", card.id, card.claim_epoch)
+    with pytest.raises(LaneboardError) as err:  # no delivery report yet
+        board.move(worker, card.ref, "in_review")
+    assert err.value.code == "REPORT_REQUIRED"
+    assert not Path(lane, "ran.txt").exists()
