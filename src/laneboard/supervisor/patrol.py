@@ -35,7 +35,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from laneboard.domain.clock import MINUTE_MS, iso
-from laneboard.domain.model import Actor, Card, CardKind, CommentKind, system
+from laneboard.domain.model import Card, CardKind, CommentKind, system
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
 from laneboard.store.rows import dumps
@@ -494,28 +494,41 @@ def _recheck(tx: Tx, alert: Alert, now: int, s: PatrolSettings) -> bool:
 
 
 # -- the ledger -------------------------------------------------------------------------
-def _ledger() -> Callable[[Tx, str, str, str, dict[str, Any]], bool]:
+Ledger = Callable[[Tx, str, str, str, dict[str, Any], int | None], bool]
+
+
+def _ledger() -> Ledger:
+    """The shared alert ledger (``supervisor.alerts``) when installed, else a local one."""
     try:
-        from laneboard.supervisor.alerts import raise_alert  # the shared alert ledger
+        from laneboard.supervisor import alerts
     except ImportError:
         return _local_raise
-    fn: Callable[[Tx, str, str, str, dict[str, Any]], bool] = raise_alert
-    return fn
+
+    def shared(
+        tx: Tx, key: str, state: str, severity: str, body: dict[str, Any], card_id: int | None
+    ) -> bool:
+        return alerts.raise_alert(
+            tx, key, state, severity, body, actor=PATROL_ACTOR, card_id=card_id
+        )
+
+    return shared
 
 
 def _local_raise(
-    tx: Tx, dedup_key: str, state: str, severity: str, payload: dict[str, Any]
+    tx: Tx, key: str, state: str, severity: str, body: dict[str, Any], card_id: int | None
 ) -> bool:
-    """Fallback ledger in ``patrol_marks``: notify when the key is new or its state changed."""
-    name = "alert:" + dedup_key
+    """Fallback ledger in ``patrol_marks``: send when the key is new or its state changed."""
+    name = "alert:" + key
     r = tx.one("SELECT info FROM patrol_marks WHERE name = ?", (name,))
     if r is not None and json.loads(r["info"]).get("state") == state:
         return False
-    info = dumps({"state": state, "severity": severity})
-    if r is None:
-        tx.run("INSERT INTO patrol_marks (name, at, info) VALUES (?, ?, ?)", (name, tx.now(), info))
-    else:
-        tx.run("UPDATE patrol_marks SET at = ?, info = ? WHERE name = ?", (tx.now(), info, name))
+    mark(tx, name, {"state": state, "severity": severity})
+    tx.append_event(
+        "alert",
+        PATROL_ACTOR,
+        card_id=card_id,
+        payload={**body, "key": key, "state": state, "severity": severity},
+    )
     return True
 
 
@@ -587,7 +600,6 @@ def run_patrol(
     machine: str,
     *,
     dry_run: bool = False,
-    actor: Actor = PATROL_ACTOR,
     log: Any = None,
     subprocess_bound: float = 120,
 ) -> PatrolResult:
@@ -609,10 +621,11 @@ def run_patrol(
                     log.info("patrol", "alert dropped by its re-check", key=alert.dedup_key)
                 continue
             body = alert.to_dict(now)
-            if not raise_alert(tx, alert.dedup_key, alert.tier, alert.severity, body):
+            if not raise_alert(
+                tx, alert.dedup_key, alert.tier, alert.severity, body, alert.card_id
+            ):
                 res.suppressed.append(alert.dedup_key)
                 continue
-            tx.append_event("patrol.alert", actor, card_id=alert.card_id, payload=body)
         res.sent.append(body)
         if log is not None:
             log.warn("patrol", f"{alert.row} {alert.tier}", card=alert.card, key=alert.dedup_key)
