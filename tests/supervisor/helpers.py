@@ -65,3 +65,9 @@ def wait_for(pred: Callable[[], bool], timeout: float = 60.0, what: str = "condi
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def settled(store: Store) -> bool:
+    """No queue row is pending or processing (every turn's outcome is recorded)."""
+    with store.read() as tx:
+        return not tx.all("SELECT id FROM queue WHERE state IN ('pending', 'processing')")

@@ -24,7 +24,7 @@ from laneboard.supervisor import loop, records
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
-from .helpers import RealNowClock, Running, config, wait_for
+from .helpers import RealNowClock, Running, config, settled, wait_for
 
 
 def _setup(url: str, tmp: Path, clock: Any, key: str = "F") -> tuple[Store, Board, Path]:
@@ -57,6 +57,7 @@ def test_hanging_agent_is_cut_at_the_turn_timeout(sqlite_store_url: str, tmp_pat
         wait_for(marker.exists, what="the agent hanging in its first turn")
         clock.advance(minutes=31)  # the injected clock passes the 30-minute turn timeout
         wait_for(lambda: board.get(ref).status.value == "in_review", what="second attempt")
+        wait_for(lambda: settled(store), what="turn recorded")
     turns = _turns(store)
     assert [t["outcome"] for t in turns] == ["timed_out", "ok"]
     store.close()
