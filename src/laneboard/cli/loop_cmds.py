@@ -33,6 +33,9 @@ def register(sub: Any) -> None:
     p.add_argument("--tick-interval", type=int, help="fallback tick, seconds (default 600)")
     p.add_argument("--turn-timeout", type=int, help="agent turn timeout, seconds (default 1800)")
     p.add_argument("--for-seconds", type=float, help="stop after this long (for scripts)")
+    p.add_argument(
+        "--notify", metavar="CMD", help="patrol alerts go to this command as JSON on stdin"
+    )
     p.set_defaults(func=cmd_start)
 
     loop = sub.add_parser("loop", help="one-shot supervisor passes (cron shape)").add_subparsers(
@@ -51,6 +54,11 @@ def register(sub: Any) -> None:
     _supervisor_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_loop_poll)
+    p = loop.add_parser("workflow", help="run the workflow pass once (reviews, acceptance, epics)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    _supervisor_flags(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_loop_workflow)
 
     p = sub.add_parser("status", help="supervisor, pool, queue and sessions")
     p.add_argument("--json", action="store_true")
@@ -140,7 +148,12 @@ def cmd_start(ctx: Context) -> int:
                 **{"fired": len(result.fired), "failed": len(result.failed)},
             )
 
-    sup = Supervisor(rt, extra_clocks=[("schedules", 20_000, schedules)])
+    from laneboard.supervisor.director import DirectorLane, director_clock
+    from laneboard.supervisor.patrol import load_settings
+
+    rt.patrol_settings = load_settings(notify_command=ctx.args.notify)
+    lane = DirectorLane(rt)  # questions and routing, on the director's own clock
+    sup = Supervisor(rt, extra_clocks=[("schedules", 20_000, schedules), director_clock(lane)])
     sup.start()
     sup.install_signals()
     sys.stderr.write(
@@ -148,7 +161,10 @@ def cmd_start(ctx: Context) -> int:
         f"log: {rt.config.state_path('supervisor.log')}\n"
     )
     sys.stderr.flush()
-    sup.run(max_seconds=ctx.args.for_seconds)
+    try:
+        sup.run(max_seconds=ctx.args.for_seconds)
+    finally:
+        lane.close()
     return 0
 
 
@@ -178,6 +194,15 @@ def cmd_loop_poll(ctx: Context) -> int:
     rt = runtime(ctx)
     res = poll(rt, dry_run=ctx.args.dry_run)
     ctx.out(res.to_dict(), "\n".join(f"{k}: {v}" for k, v in res.to_dict().items()))
+    return 0
+
+
+def cmd_loop_workflow(ctx: Context) -> int:
+    from laneboard.supervisor.workflow import render, run
+
+    rt = runtime(ctx)
+    out = run(rt, dry_run=ctx.args.dry_run)
+    ctx.out(out, render(out))
     return 0
 
 

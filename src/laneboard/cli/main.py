@@ -14,6 +14,7 @@ from laneboard.errors import LaneboardError
 COMMAND_MODULES = (
     "laneboard.cli.board_cmds",
     "laneboard.cli.loop_cmds",
+    "laneboard.cli.doctor_cmds",
     "laneboard.cli.demo_cmds",
     "laneboard.cli.agents_cmds",
     "laneboard.cli.schedule_cmds",

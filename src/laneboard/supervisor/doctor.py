@@ -1,0 +1,338 @@
+"""``lb doctor``: one read-only inspection of the supervisor, the queue and the board.
+
+It claims, dispatches and writes nothing. ``attention`` is true when something needs a
+person: a wedged or unresponsive pool, a stale patrol, stuck cards, blocked acceptances,
+looping cards, orphaned rows, stale or unlanded lanes, or overdue schedules. Facts that
+are normal waiting (``in_review`` cards waiting on a human) are listed but do not set it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from typing import Any
+
+from laneboard.agents.procs import pid_alive
+from laneboard.config import SupervisorConfig
+from laneboard.domain.clock import MINUTE_MS, Clock, iso
+from laneboard.domain.model import Card, CardKind
+from laneboard.store import Store
+
+HOUR_MS = 60 * MINUTE_MS
+DAY = 24 * HOUR_MS
+REWORK_ROUNDS = 4
+REVIEW_REOPENS = 2
+HANDOFFS = 5
+EXHAUSTED_HANDOFFS = 2
+FAILED_TURNS = 3
+DEFERRALS = 3
+ROUTE_WINDOW_MS = 30 * MINUTE_MS
+BOARD_LIMIT = 5000
+
+
+def _age_min(now: int, at: int | None) -> float | None:
+    return None if at is None else round((now - at) / MINUTE_MS, 1)
+
+
+def _card_line(c: Card, now: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "card": c.ref,
+        "status": c.status.value,
+        "title": c.title[:120],
+        "age_min": _age_min(now, c.status_since),
+        **extra,
+    }
+
+
+def _accepted_unlanded(card: Card | None, round_: int) -> bool:
+    """An accepted (done) card whose lane for that round is still active, not landed."""
+    return (
+        card is not None
+        and card.status.value == "done"
+        and bool(card.meta.get("accepted_by"))
+        and round_ == card.delivery_round
+    )
+
+
+def _has_lanes(store: Store) -> bool:
+    with store.read() as tx:
+        return tx.one("SELECT version FROM schema_migrations WHERE version = 30") is not None
+
+
+def doctor_report(
+    store: Store,
+    clock: Clock | None = None,
+    config: SupervisorConfig | None = None,
+    machine: str | None = None,
+) -> dict[str, Any]:
+    from laneboard.supervisor.status import status_report
+
+    cfg = config or SupervisorConfig()
+    t = cfg.time
+    status = status_report(store, clock, cfg, machine)
+    with store.read() as tx:
+        now = clock.now_ms() if clock else tx.now()
+        cards = tx.list_cards(
+            statuses=["todo", "in_progress", "awaiting", "blocked", "in_review", "done"],
+            limit=BOARD_LIMIT,
+        )
+        marks = [
+            {"name": r["name"], "at": int(r["at"]), "info": json.loads(r["info"])}
+            for r in tx.all(
+                "SELECT * FROM patrol_marks WHERE name LIKE 'patrol:%' ORDER BY at DESC"
+            )
+        ]
+        handoffs = tx.all(
+            "SELECT card_id, state, created_at FROM queue WHERE kind = 'handoff' "
+            "AND created_at >= ?",
+            (now - DAY,),
+        )
+        director_rows = tx.all(
+            "SELECT * FROM queue WHERE kind IN ('question', 'route') AND state = 'failed' "
+            "AND updated_at >= ?",
+            (now - 7 * DAY,),
+        )
+        failed_turns = tx.all(
+            "SELECT card_id, count(*) AS n FROM turns WHERE outcome IN "
+            "('failed', 'timed_out', 'lost', 'interrupted') AND started_at >= ? "
+            "GROUP BY card_id",
+            (now - 7 * DAY,),
+        )
+        deferrals = tx.all("SELECT * FROM deferrals WHERE failures >= ?", (DEFERRALS,))
+        processing = tx.all(
+            "SELECT * FROM queue WHERE kind = 'handoff' AND state = 'processing' AND pid IS NOT NULL"
+        )
+    truncated = len(cards) >= BOARD_LIMIT
+    by_id = {c.id: c for c in cards}
+    terminal = {c.id for c in cards if c.terminal}
+
+    def ref(card_id: int) -> str:
+        c = by_id.get(card_id)
+        return c.ref if c else str(card_id)
+
+    stuck = []
+    waiting_human = []
+    blocked_acceptance = []
+    for c in cards:
+        if c.status.value == "in_progress" and c.kind is not CardKind.EPIC:
+            hb = c.heartbeat_at
+            if hb is None or hb > now + MINUTE_MS:
+                stuck.append(_card_line(c, now, reason="heartbeat unreadable", holder=c.holder))
+            elif now - hb > t.stale_same_holder * 1000:
+                stuck.append(
+                    _card_line(
+                        c,
+                        now,
+                        reason="heartbeat stale",
+                        holder=c.holder,
+                        heartbeat_age_min=_age_min(now, hb),
+                    )
+                )
+        if c.status.value == "in_review":
+            if c.acceptance_mode.value == "human":
+                waiting_human.append(_card_line(c, now, round=c.delivery_round))
+            acc = c.meta.get("accepted_by")
+            acc_round = c.meta.get("accepted_round", c.delivery_round)
+            if acc and str(acc_round) == str(c.delivery_round):
+                blocked_acceptance.append(
+                    _card_line(c, now, accepted_by=acc, round=c.delivery_round)
+                )
+
+    looping: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in cards:
+        if c.terminal:
+            continue
+        base = int(c.meta.get("hold_round") or 0) if c.meta.get("hold_cycle") == "rework" else 0
+        if c.delivery_round - base >= REWORK_ROUNDS:
+            looping["rework_rounds"].append(_card_line(c, now, round=c.delivery_round))
+        retry = int(c.meta.get("review_retry") or 0)
+        own_round = int(c.meta.get("review_round") or 0)
+        if c.meta.get("review_of") and (retry >= REVIEW_REOPENS or own_round >= 3):
+            looping["review_reopens"].append(
+                _card_line(c, now, review_retry=retry, review_of=c.meta.get("review_of"))
+            )
+        if c.status.value == "blocked" and c.meta.get("hold_cycle"):
+            looping["held"].append(
+                _card_line(
+                    c,
+                    now,
+                    cycle=c.meta.get("hold_cycle"),
+                    bound=c.meta.get("hold_bound"),
+                    reason=c.meta.get("hold_reason"),
+                    held_round=c.meta.get("hold_round"),
+                    held_age_min=_age_min(now, c.meta.get("hold_at")),
+                )
+            )
+    per_card: dict[int, list[str]] = defaultdict(list)
+    for h in handoffs:
+        per_card[int(h["card_id"])].append(str(h["state"]))
+    for cid, states in per_card.items():
+        if cid in terminal:
+            continue
+        exhausted = states.count("failed")
+        if len(states) >= HANDOFFS or exhausted >= EXHAUSTED_HANDOFFS:
+            looping["dispatch_retries"].append(
+                {"card": ref(cid), "handoffs": len(states), "failed": exhausted}
+            )
+    for r in failed_turns:
+        cid = int(r["card_id"])
+        if cid not in terminal and int(r["n"]) >= FAILED_TURNS:
+            looping["failures"].append({"card": ref(cid), "failed_turns": int(r["n"])})
+    for d in deferrals:
+        cid = int(d["card_id"])
+        if cid not in terminal:
+            looping["deferrals"].append(
+                {"card": ref(cid), "failures": int(d["failures"]), "last_error": d["last_error"]}
+            )
+    looping_total = len({item["card"] for items in looping.values() for item in items})
+
+    awaiting = [
+        _card_line(c, now, reason=(c.meta.get("awaiting") or {}).get("reason"))
+        for c in cards
+        if c.status.value == "awaiting"
+    ]
+    question_lane = [
+        {
+            "card": ref(int(r["card_id"])),
+            "kind": r["kind"],
+            "attempts": int(r["attempts"]),
+            "last_error": r["last_error"],
+            "lane": r["target_dir"],
+        }
+        for r in director_rows
+        if int(r["card_id"]) not in terminal
+    ]
+    unowned = [
+        _card_line(c, now)
+        for c in cards
+        if c.status.value == "todo"
+        and c.assignee is None
+        and c.kind is not CardKind.EPIC
+        and now - c.status_since > ROUTE_WINDOW_MS
+    ]
+    orphaned = [
+        {
+            "queue": int(r["id"]),
+            "card": ref(int(r["card_id"])),
+            "pid": int(r["pid"]),
+            "running_min": _age_min(now, r["started_at"]),
+        }
+        for r in processing
+        if r["started_at"] is not None
+        and now - int(r["started_at"]) > 2 * t.turn_timeout * 1000
+        and pid_alive(int(r["pid"]))
+    ]
+
+    last_patrol = marks[0] if marks else None
+    patrol_stale = False
+    sup_state = status["supervisor"]["state"]
+    if sup_state in ("running", "starting"):
+        patrol_stale = last_patrol is None or now - last_patrol["at"] > 3 * t.tick_interval * 1000
+    patrol = {
+        "last_ok_at": iso(last_patrol["at"]) if last_patrol else None,
+        "age_min": _age_min(now, last_patrol["at"]) if last_patrol else None,
+        "marker": last_patrol["name"] if last_patrol else None,
+        "stale": patrol_stale,
+    }
+
+    lanes: dict[str, Any]
+    if _has_lanes(store):
+        with store.read() as tx:
+            lane_rows = tx.all("SELECT * FROM lanes WHERE state = 'active'")
+        stale_lanes = [
+            {"card": ref(int(r["card_id"])), "round": int(r["round"]), "path": r["path"]}
+            for r in lane_rows
+            if int(r["card_id"]) not in terminal and not os.path.isdir(str(r["path"]))
+        ]
+        unlanded = [
+            {"card": ref(int(r["card_id"])), "round": int(r["round"]), "branch": r["branch"]}
+            for r in lane_rows
+            if _accepted_unlanded(by_id.get(int(r["card_id"])), int(r["round"]))
+        ]
+        lanes = {"checked": True, "stale": stale_lanes, "unlanded": unlanded}
+    else:
+        lanes = {"checked": False, "note": "no lanes table on this board; lanes not checked"}
+
+    schedules = status.get("schedules") or {}
+    overdue_schedules = list(schedules.get("overdue") or [])
+    reasons = []
+    if sup_state in ("wedged", "unresponsive"):
+        reasons.append(f"supervisor {sup_state}")
+    if patrol_stale:
+        reasons.append("patrol has not completed recently")
+    for name, items in (
+        ("stuck cards", stuck),
+        ("blocked acceptances", blocked_acceptance),
+        ("looping cards", [x for v in looping.values() for x in v]),
+        ("awaiting cards", awaiting),
+        ("exhausted question or route rows", question_lane),
+        ("unowned todo cards", unowned),
+        ("orphaned rows", orphaned),
+        ("stale lanes", lanes.get("stale") or []),
+        ("unlanded accepted cards", lanes.get("unlanded") or []),
+        ("overdue schedules", overdue_schedules),
+    ):
+        if items:
+            reasons.append(f"{len(items)} {name}")
+    return {
+        "attention": bool(reasons),
+        "reasons": reasons,
+        "at": iso(now),
+        "supervisor": status["supervisor"],
+        "pool": status["pool"],
+        "patrol": patrol,
+        "queue": status["queue"],
+        "sessions": status["sessions"],
+        "board": {"cards_read": len(cards), "truncated": truncated},
+        "stuck": stuck,
+        "in_review_waiting_human": waiting_human,
+        "blocked_acceptance": blocked_acceptance,
+        "looping": {**{k: v for k, v in looping.items()}, "total": looping_total},
+        "awaiting": awaiting,
+        "question_lane": question_lane,
+        "unowned": unowned,
+        "orphaned": orphaned,
+        "lanes": lanes,
+        "schedules": schedules,
+    }
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [
+        f"attention   {'YES' if r['attention'] else 'no'}"
+        + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""),
+        f"supervisor  {r['supervisor']['state']} ({r['supervisor']['detail']})",
+        f"patrol      last ok {r['patrol']['last_ok_at'] or 'never'}"
+        + (" STALE" if r["patrol"]["stale"] else ""),
+        "queue       "
+        + (", ".join(f"{k} {v}" for k, v in sorted(r["queue"]["counts"].items())) or "empty"),
+        f"sessions    {len(r['sessions'])} live",
+        f"board       {r['board']['cards_read']} cards read"
+        + (" TRUNCATED" if r["board"]["truncated"] else ""),
+    ]
+
+    def section(title: str, items: list[dict[str, Any]]) -> None:
+        if items:
+            lines.append(f"{title} ({len(items)})")
+            for item in items:
+                lines.append("  " + " ".join(f"{k}={v}" for k, v in item.items() if v is not None))
+
+    section("stuck", r["stuck"])
+    section("in_review waiting on a human", r["in_review_waiting_human"])
+    section("blocked acceptance", r["blocked_acceptance"])
+    for kind, items in r["looping"].items():
+        if kind != "total":
+            section(f"looping: {kind}", items)
+    section("awaiting", r["awaiting"])
+    section("question lane", r["question_lane"])
+    section("unowned", r["unowned"])
+    section("orphaned", r["orphaned"])
+    if r["lanes"]["checked"]:
+        section("stale lanes", r["lanes"]["stale"])
+        section("unlanded", r["lanes"]["unlanded"])
+    else:
+        lines.append(r["lanes"]["note"])
+    if r["schedules"].get("overdue"):
+        section("overdue schedules", r["schedules"]["overdue"])
+    return "\n".join(lines)
