@@ -291,6 +291,7 @@ def test_card_lifecycle_documents(cli: Cli) -> None:
         ],
         "reports": [report],
         "dependencies": [],
+        "turns": [],
     }
     text = cli.run("card", "get", "WEB-1")
     assert text.code == 0 and text.out.startswith("WEB-1  Fix login\n  status done")

@@ -152,6 +152,9 @@ def test_worker_session_resumed_after_release(sqlite_store_url: str, tmp_path: P
     assert board.get(ref).claim_epoch == 2
     events = [e.type for e in board.events(limit=1000)]
     assert events.count("turn.started") == 2
+    usage = board.card_detail(ref)["turns"]  # what lb card get shows
+    assert [(u["round"], u["agent_kind"]) for u in usage] == [(1, "scripted"), (1, "scripted")]
+    assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usage)
     store.close()
 
 

@@ -423,6 +423,7 @@ class Board:
                 {"ref": d.ref, "status": d.status.value}
                 for d in (tx.list_cards(ids=list(card.depends_on)) if card.depends_on else [])
             ]
+            out["turns"] = tx.turn_usage(card.id)
             return out
 
     def list_cards(

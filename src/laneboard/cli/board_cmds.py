@@ -252,6 +252,13 @@ def _card_text(d: dict[str, Any]) -> str:
             if c["body"]
             else ""
         )
+    for t in d.get("turns", []):
+        cost = f" ${t['cost_usd']:.4f}" if t.get("cost_usd") is not None else ""
+        lines.append(
+            f"  turn r{t['round']} {t['agent_kind']} {t['outcome']}: "
+            f"{t['input_tokens']} in / {t['output_tokens']} out tokens{cost}, "
+            f"{t['duration_ms'] / 1000:.1f}s"
+        )
     for r in d.get("reports", []):
         lines.append(f"  report r{r['round']} by {r['author']}: {len(r['evidence'])} evidence")
     return "\n".join(lines)

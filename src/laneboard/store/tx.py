@@ -578,3 +578,15 @@ class Tx:
 
     def lock_row(self, name: str) -> Row | None:
         return self.one("SELECT * FROM locks WHERE name = ?", (name,))
+
+    # -- agent turns (written by the supervisor's pool) ----------------------------------
+    def turn_usage(self, card_id: int) -> list[dict[str, Any]]:
+        """Per agent turn of a card: round, kind, outcome, tokens, cost and duration."""
+        from laneboard.domain.clock import iso
+
+        got = self.all(
+            "SELECT round, agent_kind, native_id, outcome, input_tokens, output_tokens, "
+            "cost_usd, duration_ms, started_at FROM turns WHERE card_id = ? ORDER BY id",
+            (card_id,),
+        )
+        return [{**r, "started_at": iso(r["started_at"])} for r in got]
