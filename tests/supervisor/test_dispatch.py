@@ -10,7 +10,7 @@ from laneboard.domain.model import human
 from laneboard.store import Store, open_store
 from laneboard.supervisor import records
 
-from .helpers import RealNowClock, Running, config, wait_for
+from .helpers import RealNowClock, Running, config, settled, wait_for
 
 
 def _trace_script(trace: Path, pause: float = 0.3) -> list[dict[str, object]]:
@@ -144,6 +144,7 @@ def test_worker_session_resumed_after_release(sqlite_store_url: str, tmp_path: P
     ).ref
     with Running(sqlite_store_url, config(tmp_path), clock):
         wait_for(lambda: board.get(ref).status.value == "in_review", what="delivery")
+        wait_for(lambda: settled(store), what="turn recorded")
     with store.read() as tx:
         turns = tx.all("SELECT native_id, prompt, outcome FROM turns ORDER BY id")
     assert len(turns) == 2
