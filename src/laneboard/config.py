@@ -45,6 +45,9 @@ class SupervisorConfig:
     log_max_bytes: int = 10 * 1024 * 1024
     log_keep: int = 5
     state_dir: str = ""
+    workflow_max_actions: int = 20  # workflow pass: actions (writes) per pass
+    board_limit: int = 500  # workflow pass: cards read per pass (more = truncated read)
+    rework_max_rounds: int = 4  # rejections answered by a rework before the card is held
     time: TimeContract = field(default_factory=TimeContract)
 
     @property
@@ -80,6 +83,13 @@ class SupervisorConfig:
                 "debounce_ms must be within 1..1000",
                 "an early tick must follow an event within a second",
             )
+        for name in ("workflow_max_actions", "board_limit", "rework_max_rounds"):
+            if getattr(self, name) < 1:
+                raise LaneboardError(
+                    "CONFIG_INVALID",
+                    f"{name} must be at least 1",
+                    f"set supervisor.{name} to a positive number",
+                )
         self.time.validate()
         return self
 

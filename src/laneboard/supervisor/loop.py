@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.supervisor import instances, patrol, poll
+from laneboard.supervisor import instances, patrol, poll, workflow
 from laneboard.supervisor.pool import Pool
 from laneboard.supervisor.runtime import Runtime
 
@@ -32,6 +32,7 @@ def _poll_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
 # name -> pass; kept in tick order. Later capabilities register patrol and workflow.
 PASSES: dict[str, PassFn] = {"poll": _poll_pass}
 PASSES["patrol"] = patrol.patrol_pass  # notify-only SLA patrol
+PASSES["workflow"] = workflow.workflow_pass  # reviews, acceptance, epics
 ORDER = ("patrol", "workflow", "poll")
 
 

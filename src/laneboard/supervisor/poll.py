@@ -7,11 +7,13 @@ card-scoped failure is counted (backoff 30 s doubling to 1 h from the 3rd, hold 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.board.service import Candidate
 from laneboard.domain.clock import HOUR_MS
+from laneboard.domain.model import Card, CardKind
 from laneboard.errors import LaneboardError
 from laneboard.supervisor import director, instances, records
 from laneboard.supervisor.runtime import Runtime
@@ -89,6 +91,8 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     projects = {p.id: p for p in rt.board.projects()}
     for cand in cands:
         card = cand.card
+        if card.kind is CardKind.EPIC:
+            continue  # an epic is rolled up by the workflow pass, never handed to an agent
         if budget <= 0:
             res.deferred.append({"card": card.ref, "reason": "budget", "counted": False})
             continue
@@ -136,7 +140,10 @@ def _dispatch(
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
         assert rt.admitter is not None
-        target = rt.admitter.admit(card, project)
+        if review_target_of(card) is not None:
+            target = review_target(rt, card)
+        else:
+            target = rt.admitter.admit(card, project)
         write_brief(target, card)
     except (AdmissionError, OSError) as exc:
         scoped = not isinstance(exc, AdmissionError) or exc.card_scoped
@@ -155,7 +162,12 @@ def _dispatch(
                 target,
                 new.delivery_round,
                 new.claim_epoch,
-                {"agent_kind": kind, "stale": cand.stale, **director.resume_payload(tx, new)},
+                {
+                    "agent_kind": kind,
+                    "stale": cand.stale,
+                    **director.resume_payload(tx, new),
+                    **resume_payload(card),
+                },
             )
             if row is None:
                 raise LaneboardError(
@@ -182,6 +194,70 @@ def _dispatch(
     res.claimed.append(card.ref)
     rt.log.info("poll", "claimed and enqueued", card=card.ref, role=role, kind=kind)
     return True
+
+
+def review_target_of(card: Card) -> int | None:
+    """The id of the card a review card reviews (None for any other card)."""
+    value = card.meta.get("review_of")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def review_target(rt: Runtime, card: Card) -> str:
+    """A review runs in the reviewed card's own directory, never the shared checkout.
+
+    The directory is the one the original's last handoff ran in (its lane). A review
+    whose original never ran here, or whose directory is gone, is deferred.
+    """
+    from laneboard.workspace.lanes import lane_for
+
+    oid = review_target_of(card)
+    target: str | None = None
+    with rt.store.read() as tx:
+        original = tx.card(oid) if oid is not None else None
+        rnd = card.meta.get("review_round")
+        lane = lane_for(tx, original.id, rnd) if original and isinstance(rnd, int) else None
+        if lane is not None and lane.state != "cleaned" and original is not None:
+            project = tx.project(id=original.project_id)
+            target = lane.target_dir(project.path if project else None)
+        else:
+            row = tx.one(
+                "SELECT target_dir FROM queue WHERE card_id = ? AND kind = 'handoff' "
+                "ORDER BY id DESC LIMIT 1",
+                (oid,),
+            )
+            target = str(row["target_dir"]) if row else None
+    if target is None or not os.path.isdir(target):
+        what = original.ref if original else f"card {oid}"
+        raise AdmissionError(
+            f"the workspace of {what} is missing; its review cannot run in the shared "
+            f"checkout (deliver {what} again, or restore its lane)",
+            code="WORKSPACE_REVIEW_TARGET_MISSING",
+        )
+    return target
+
+
+def resume_payload(card: Card) -> dict[str, Any]:
+    """What a resumed session is told when the workflow sent the card back to its holder.
+
+    ``meta.loop_resume`` (written by the workflow pass with a rework or a reopened review)
+    counts only for the first claim after it was written.
+    """
+    info = card.meta.get("loop_resume")
+    if not isinstance(info, dict) or info.get("round") != card.delivery_round:
+        return {}
+    if card.claimed_at is not None and card.claimed_at > int(info.get("at") or 0):
+        return {}
+    out: dict[str, Any] = {
+        "resume_reason": str(info.get("reason") or "the card was sent back to you"),
+        "resume_detail": str(info.get("detail") or ""),
+    }
+    if isinstance(info.get("from_round"), int) and info["from_round"] != card.delivery_round:
+        out["resume_from_round"] = info["from_round"]
+    return out
 
 
 def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: PollResult) -> None:

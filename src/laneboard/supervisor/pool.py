@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from laneboard.agents.base import Adapter, AdapterError, Session, TurnResult
@@ -252,6 +252,7 @@ class Pool:
         rt = self.rt
         adapter = self.adapter(kind)
         env = self._env(card, role)
+        self._carry(row, card, role, kind, key)
         with rt.store.read() as tx:
             rec = records.session_record(tx, kind, key)
         reason = str(row.payload.get("resume_reason") or "the card was handed back to you")
@@ -293,6 +294,40 @@ class Pool:
                 pid=session.pid,
             )
         return session, prompts.handoff(card, role, brief_path(row.target_dir, card)), new.id, False
+
+    def _carry(self, row: QueueRow, card: Card, role: Role, kind: str, key: str) -> None:
+        """A rework (``resume_from_round``) continues the previous round's session.
+
+        Only in the same directory: a rework that runs in a new lane directory starts a
+        fresh session, whose handoff lists the must-fix items on the acceptance list.
+        """
+        prev = row.payload.get("resume_from_round")
+        if not isinstance(prev, int) or prev == card.delivery_round:
+            return
+        old_key = lane_key(role, replace(card, delivery_round=prev))
+        with self.rt.store.write() as tx:
+            old = records.session_record(tx, kind, old_key)
+            if records.session_record(tx, kind, key) is not None or old is None:
+                return
+            if not old.native_id or os.path.realpath(old.cwd) != os.path.realpath(row.target_dir):
+                return
+            records.save_session(
+                tx,
+                kind,
+                key,
+                card_id=card.id,
+                role=role.id,
+                cwd=row.target_dir,
+                native_id=old.native_id,
+                round_=card.delivery_round,
+                state="idle",
+            )
+            records.set_session_state(tx, old.id, "closed")
+        with self.lock:
+            live = self.live.pop((kind, old_key), None)
+            if live is not None:
+                live.lane_key = key
+                self.live[(kind, key)] = live
 
     def _env(self, card: Card, role: Role) -> dict[str, str]:
         rt = self.rt
