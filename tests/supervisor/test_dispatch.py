@@ -66,7 +66,7 @@ def test_twenty_cards_four_at_a_time(store_url: str, tmp_path: Path) -> None:
     ]
     with Running(store_url, config(tmp_path, max_concurrency=4), clock):
         wait_for(
-            lambda: all(board.get(r).status.value == "in_review" for r in refs),
+            lambda: all(board.get(r).status.value in ("in_review", "done") for r in refs),
             timeout=120,
             what="all cards delivered",
         )
@@ -143,7 +143,7 @@ def test_worker_session_resumed_after_release(sqlite_store_url: str, tmp_path: P
         me, "R", "comes back", acceptance_mode="off", meta={"script": script}
     ).ref
     with Running(sqlite_store_url, config(tmp_path), clock):
-        wait_for(lambda: board.get(ref).status.value == "in_review", what="delivery")
+        wait_for(lambda: board.get(ref).status.value in ("in_review", "done"), what="delivery")
         wait_for(lambda: settled(store), what="turn recorded")
     with store.read() as tx:
         turns = tx.all("SELECT native_id, prompt, outcome FROM turns ORDER BY id")
