@@ -140,7 +140,7 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
                 line = _describe(e.type, e.payload)
                 if line and e.card_id is not None:
                     print(f"  {board.get(e.card_id).ref}: {line}", file=out)
-            if all(board.get(r).terminal for r in refs):
+            if all(board.get(r).terminal for r in refs) and _lanes_left(store) == 0:
                 break
             time.sleep(0.2)
     finally:
@@ -150,6 +150,12 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
     rt.store.close()
     store.close()
     return summary
+
+
+def _lanes_left(store: Any) -> int:
+    """Lanes of the demo not yet cleaned up (worktree and merged branch)."""
+    with store.read() as tx:
+        return int(tx.scalar("SELECT count(*) FROM lanes WHERE state IN ('active', 'landed')"))
 
 
 def _describe(kind: str, p: dict[str, Any]) -> str | None:
@@ -182,10 +188,14 @@ def _summary(board: Board, store: Any, refs: list[str], repo: Path) -> dict[str,
             }
         )
     log = _git(repo, "log", "--oneline", "main").splitlines()
+    worktrees = _git(repo, "worktree", "list").splitlines()[1:]
+    branches = [b.strip("* +") for b in _git(repo, "branch", "--list", "lane/*").splitlines()]
     return {
         "project": str(repo),
         "cards": cards,
         "main_log": log,
+        "worktrees_left": worktrees,
+        "lane_branches_left": branches,
         "ok": all(c["status"] == "done" and c["merge_commit"] for c in cards),
     }
 
@@ -198,6 +208,8 @@ def render(summary: dict[str, Any]) -> str:
             f"  {c['ref']:<8} {c['status']:<9} round {c['round']}  turns "
             f"{','.join(c['turns'])}  landed {commit}  {c['title']}"
         )
+    left = summary["worktrees_left"] + summary["lane_branches_left"]
+    lines += ["", "lanes left behind: " + (", ".join(left) if left else "none")]
     lines += ["", "main branch of the project:"] + [f"  {ln}" for ln in summary["main_log"]]
     lines += [
         "",

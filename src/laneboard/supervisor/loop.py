@@ -33,7 +33,24 @@ def _poll_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
 PASSES: dict[str, PassFn] = {"poll": _poll_pass}
 PASSES["patrol"] = patrol.patrol_pass  # notify-only SLA patrol
 PASSES["workflow"] = workflow.workflow_pass  # reviews, acceptance, epics
-ORDER = ("patrol", "workflow", "poll")
+
+
+def _lanes_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
+    """Clean the lanes of terminal cards (worktree, then merged branch) and drop the
+    records of lanes that are provably gone. Unmerged branches are never deleted."""
+    if dry_run:
+        return {"dry_run": True}
+    from laneboard.workspace.land import cleanup_terminal, sweep_lanes
+
+    cleaned = [c for c in cleanup_terminal(rt.store) if c.get("action") == "cleaned"]
+    swept = sweep_lanes(rt.store)
+    for c in cleaned:
+        rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
+    return {"cleaned": cleaned, "swept": swept}
+
+
+PASSES["lanes"] = _lanes_pass
+ORDER = ("patrol", "workflow", "lanes", "poll")
 
 
 def registered_passes() -> list[tuple[str, PassFn]]:
