@@ -247,6 +247,8 @@ def sweep_lanes(store: Store) -> list[dict[str, Any]]:
     for lane in lanes:
         if not os.path.isdir(lane.repo):
             continue
+        if os.path.exists(os.path.join(lane.path, ".git")):
+            continue  # the tree is there: no git call needed to keep the record
         try:
             if g.toplevel(lane.repo) is None:
                 continue
