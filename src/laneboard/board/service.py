@@ -208,6 +208,28 @@ class Board:
         with self.store.read() as tx:
             return tx.project_config(self._project(tx, ref).id)
 
+    def set_project_config(
+        self, actor: Actor, ref: str | int, changes: dict[str, Any], unset: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """Change a project's settings (workspace, review_gate, check_timeout, base_ref)."""
+        self._human_only(actor, "change project settings")
+        checked = {k: _project_setting(k, v) for k, v in changes.items()}
+        for key in unset:
+            _project_setting(key, None)
+        with self.store.write() as tx:
+            p = self._project(tx, ref)
+            cfg = {**tx.project_config(p.id), **checked}
+            for key in unset:
+                cfg.pop(key, None)
+            tx.update_project(p.id, config=cfg)
+            tx.append_event(
+                "project.configured",
+                actor,
+                project_id=p.id,
+                payload={"set": sorted(checked), "unset": sorted(unset)},
+            )
+            return cfg
+
     @staticmethod
     def _human_only(actor: Actor, what: str) -> None:
         if actor.kind is ActorKind.AGENT:
@@ -1156,3 +1178,34 @@ class Board:
         with self.store.read() as tx:
             cid = self._card(tx, card).id if card is not None else None
             return tx.last_events(n, card_id=cid)
+
+
+PROJECT_SETTINGS = ("workspace", "review_gate", "check_timeout", "base_ref")
+
+
+def _project_setting(key: str, value: Any) -> Any:
+    """Validate one project setting (``None`` only checks the key)."""
+    if key not in PROJECT_SETTINGS:
+        raise bad_input(
+            f"unknown project setting {key!r}", f"settings: {', '.join(PROJECT_SETTINGS)}"
+        )
+    if value is None:
+        return None
+    if key == "workspace" and value not in ("lanes", "shared"):
+        raise bad_input(f"workspace {value!r} is not valid", "use lanes or shared")
+    if key == "review_gate":
+        items = value if isinstance(value, list) else [value]
+        return inputs.strings(items, "review_gate")
+    if key == "check_timeout":
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            raise bad_input(
+                f"check_timeout {value!r} is not a number", "give seconds, e.g. 120"
+            ) from None
+        if not 0 < seconds <= 3600:
+            raise bad_input(f"check_timeout {seconds} is out of range", "use 0 < seconds <= 3600")
+        return seconds
+    if key == "base_ref":
+        return inputs.text(str(value), "base_ref", limit=200).strip()
+    return value

@@ -34,6 +34,19 @@ def register(sub: Any) -> None:
     p.add_argument("--base-ref", help="git ref lanes start from (default: the current branch)")
     _json_flag(p)
     p.set_defaults(func=cmd_project_add)
+    p = proj.add_parser("config", help="show or change a project's settings")
+    p.add_argument("key", help="project key or name")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="workspace=lanes|shared, review_gate=CMD (repeat to add), "
+        "check_timeout=SECONDS, base_ref=REF",
+    )
+    p.add_argument("--unset", action="append", default=[], metavar="NAME")
+    _json_flag(p)
+    p.set_defaults(func=cmd_project_config)
     p = proj.add_parser("list", help="list projects")
     _json_flag(p)
     p.set_defaults(func=cmd_project_list)
@@ -287,6 +300,28 @@ def cmd_project_add(ctx: Context) -> int:
         raise bad_input(f"project path {a.path} is not a directory", "create it or fix --path")
     p = ctx.board.add_project(ctx.actor, a.key, a.name, path, a.base_ref)
     ctx.out(p.to_dict(), f"project {p.key} added ({p.path or 'no directory'})")
+    return 0
+
+
+def cmd_project_config(ctx: Context) -> int:
+    a = ctx.args
+    changes: dict[str, Any] = {}
+    for item in a.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise bad_input(f"--set {item!r} is not NAME=VALUE", "e.g. --set workspace=shared")
+        name = name.strip()
+        if name == "review_gate":
+            changes.setdefault(name, []).append(value)
+        else:
+            changes[name] = value
+    if changes or a.unset:
+        cfg = ctx.board.set_project_config(ctx.actor, a.key, changes, a.unset)
+    else:
+        cfg = ctx.board.project_config(a.key)
+    ctx.out(
+        cfg, "\n".join(f"{k} = {json.dumps(v)}" for k, v in sorted(cfg.items())) or "(defaults)"
+    )
     return 0
 
 
