@@ -86,3 +86,65 @@ def test_pool_verdicts() -> None:
     )
     assert instances.verdict(row(pid=2**22 + 12345), now, t).state == "absent"
     assert instances.verdict(row(state="stopped"), now, t).state == "stopped"
+
+
+def _turn_rows(store) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    with store.read() as tx:
+        return tx.all("SELECT native_id, prompt, outcome FROM turns ORDER BY id")
+
+
+def test_lost_native_session_is_replayed(sqlite_store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "Y", path=str(proj))
+    script = [
+        {"run": "rm -f $LANEBOARD_AGENT_STATE/sessions/*.json", "attempt": 1},
+        {"crash": 5, "attempt": 1},
+        {"deliver": "after replay", "attempt": 2},
+    ]
+    ref = board.create_card(
+        human(), "Y", "loses its session", acceptance_mode="off", meta={"script": script}
+    ).ref
+    with Running(sqlite_store_url, config(tmp_path), clock):
+        wait_for(lambda: board.get(ref).status.value in ("in_review", "done"), what="delivery")
+        wait_for(lambda: settled(store), what="turns recorded")
+    turns = _turn_rows(store)
+    assert [t["outcome"] for t in turns] == ["failed", "ok"]
+    assert turns[0]["native_id"] != turns[1]["native_id"]  # a fresh native session
+    assert "could not be restored" in str(turns[1]["prompt"])
+    assert "> You are the" in str(turns[1]["prompt"])  # the transcript carries the handoff
+    with store.read() as tx:
+        rec = tx.one("SELECT resumed_by_replay FROM sessions")
+    assert rec is not None and rec["resumed_by_replay"] == 1
+    store.close()
+
+
+def test_a_resume_that_fails_at_once_is_replayed_next(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    clock = RealNowClock()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "Z", path=str(proj))
+    script = [
+        {"crash": 5, "attempt": 1},
+        {"crash": 6, "attempt": 2},
+        {"deliver": "third time", "attempt": 3},
+    ]
+    ref = board.create_card(
+        human(), "Z", "fails twice", acceptance_mode="off", meta={"script": script}
+    ).ref
+    with Running(sqlite_store_url, config(tmp_path), clock):
+        wait_for(lambda: board.get(ref).status.value in ("in_review", "done"), what="delivery")
+        wait_for(lambda: settled(store), what="turns recorded")
+    turns = _turn_rows(store)
+    assert [t["outcome"] for t in turns] == ["failed", "failed", "ok"]
+    assert turns[0]["native_id"] == turns[1]["native_id"]  # the 2nd attempt resumed
+    assert "continues" in str(turns[1]["prompt"])
+    assert "could not be restored" in str(turns[2]["prompt"])  # the 3rd replayed
+    store.close()

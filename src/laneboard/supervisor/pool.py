@@ -70,7 +70,10 @@ class Pool:
         self.running: dict[int, Running] = {}
         self.live: dict[tuple[str, str], Live] = {}
         self.stopping = False
-        self.changed = threading.Event()  # set when a turn ends (the board may have moved)
+        self.changed = threading.Event()
+        # rows whose session was reopened by its stored native id (a failed first turn
+        # there means the native session may be gone: the next attempt replays)
+        self._reopened: set[int] = set()  # set when a turn ends (the board may have moved)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def adapter(self, kind: str) -> Adapter:
@@ -266,17 +269,22 @@ class Pool:
         if live is not None:
             self._forget(kind, key)
         if rec is not None and rec.native_id and rec.round == card.delivery_round:
-            try:
-                session = adapter.open_session(row.target_dir, rec.native_id, role, env)
-                self._remember(kind, key, card.id, session)
-                return session, prompts.resume(card, reason, detail), rec.id, False
-            except AdapterError as exc:
-                with rt.store.read() as tx:
-                    turns = records.session_transcript(tx, rec.id, prompts.REPLAY_TURNS)
-                session = adapter.open_session(row.target_dir, None, role, env)
-                self._remember(kind, key, card.id, session)
-                transcript = [prompts.TranscriptTurn(t["prompt"], t["final_text"]) for t in turns]
-                return session, prompts.replay(card, role, transcript, str(exc)), rec.id, True
+            why = "its last resume failed"
+            if rec.state != "needs_replay":
+                try:
+                    session = adapter.open_session(row.target_dir, rec.native_id, role, env)
+                    self._remember(kind, key, card.id, session)
+                    with self.lock:
+                        self._reopened.add(row.id)
+                    return session, prompts.resume(card, reason, detail), rec.id, False
+                except AdapterError as exc:
+                    why = str(exc)
+            with rt.store.read() as tx:
+                turns = records.session_transcript(tx, rec.id, prompts.REPLAY_TURNS)
+            session = adapter.open_session(row.target_dir, None, role, env)
+            self._remember(kind, key, card.id, session)
+            transcript = [prompts.TranscriptTurn(t["prompt"], t["final_text"]) for t in turns]
+            return session, prompts.replay(card, role, transcript, why), rec.id, True
         self._evict_if_full()
         session = adapter.open_session(row.target_dir, None, role, env)
         self._remember(kind, key, card.id, session)
@@ -456,6 +464,8 @@ class Pool:
             live = self.live.get((kind, key))
             if live is not None:
                 live.busy, live.last_used = False, time.monotonic()
+            reopened = row.id in self._reopened
+            self._reopened.discard(row.id)
         fresh = rt.board.get(card.id)
         delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
         if outcome == "interrupted" and not delivered:
@@ -531,7 +541,8 @@ class Pool:
                 },
             )
             if rec_id is not None:
-                records.set_session_state(tx, rec_id, "idle")
+                # a reopened session that failed at once may be gone: replay next time
+                records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
 
     def _finish_row(self, row: QueueRow, state: str, *, note: str) -> None:
         with self.rt.store.write() as tx:
