@@ -141,7 +141,7 @@ def _dispatch(
             raise AdmissionError(f"project {card.project_id} is missing")
         assert rt.admitter is not None
         if review_target_of(card) is not None:
-            target = review_target(rt, card)
+            target = review_target(rt, card, project)
         else:
             target = rt.admitter.admit(card, project)
         write_brief(target, card)
@@ -206,11 +206,14 @@ def review_target_of(card: Card) -> int | None:
     return None
 
 
-def review_target(rt: Runtime, card: Card) -> str:
+def review_target(rt: Runtime, card: Card, project: Any) -> str:
     """A review runs in the reviewed card's own directory, never the shared checkout.
 
-    The directory is the one the original's last handoff ran in (its lane). A review
-    whose original never ran here, or whose directory is gone, is deferred.
+    The directory is the reviewed round's lane, else the one the original's last
+    handoff ran in. An epic has no lane of its own: its review is admitted like any
+    card (in a git project, a fresh lane of the current branch, where its children
+    landed). A review whose original never ran here, or whose directory is gone, is
+    deferred.
     """
     from laneboard.workspace.lanes import lane_for
 
@@ -230,6 +233,9 @@ def review_target(rt: Runtime, card: Card) -> str:
                 (oid,),
             )
             target = str(row["target_dir"]) if row else None
+    if target is None and original is not None and original.kind is CardKind.EPIC:
+        assert rt.admitter is not None
+        return rt.admitter.admit(card, project)
     if target is None or not os.path.isdir(target):
         what = original.ref if original else f"card {oid}"
         raise AdmissionError(

@@ -37,6 +37,7 @@ REVIEW_LABEL = "review"
 EMPTY_EPIC_GRACE_MS = 30 * MINUTE_MS
 REVIEW_RETRY_MAX = 2
 ALERT_PREFIX = "workflow|"
+CHAIN_ROUNDS = 3  # plan/apply rounds in one pass (later rounds act on earlier outcomes)
 ACTIVE = ("backlog", "todo", "in_progress", "awaiting", "blocked", "in_review")
 ROLLUP_FROM = (Status.TODO, Status.IN_PROGRESS, Status.BLOCKED)
 
@@ -482,18 +483,42 @@ def _plan_review(snap: Snapshot, rev: Card, p: Plan, rework_max: int) -> Action 
 
 # -- the pass ----------------------------------------------------------------------------
 def run(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
+    """One pass: plan and apply, then plan again on the new state while actions still
+    apply (a child accepted lets its epic roll up, a rolled-up epic gets its review) —
+    at most ``CHAIN_ROUNDS`` times and ``workflow_max_actions`` actions in all."""
     from laneboard.supervisor import workflow_apply
 
-    snap = read_snapshot(rt)
     cfg = rt.config
-    p = plan(snap, max_actions=cfg.workflow_max_actions, rework_max=cfg.rework_max_rounds)
-    out: dict[str, Any] = {"read": snap.read, **p.to_dict()}
-    if p.capped:
-        rt.log.warn("workflow", "actions capped", **p.capped)
-    if dry_run:
-        out["dry_run"] = True
-        return out
-    out["results"] = workflow_apply.apply(rt, p)
+    budget = cfg.workflow_max_actions
+    out: dict[str, Any] = {"read": 0, "actions": [], "alerts": [], "results": []}
+    seen_alerts: set[str] = set()
+    tried: set[tuple[str, int]] = set()  # an action is tried once per pass
+    for _ in range(CHAIN_ROUNDS):
+        snap = read_snapshot(rt)
+        p = plan(snap, max_actions=budget, rework_max=cfg.rework_max_rounds)
+        p.actions = [a for a in p.actions if (a.kind, a.card_id) not in tried]
+        tried.update((a.kind, a.card_id) for a in p.actions)
+        out["read"] += snap.read
+        out["actions"] += [a.to_dict() for a in p.actions]
+        for n in p.notices:
+            if n.key not in seen_alerts:
+                seen_alerts.add(n.key)
+                out["alerts"].append(n.to_dict())
+        out.update(skipped=p.skipped, truncated=p.truncated, capped=p.capped)
+        if p.capped:
+            rt.log.warn("workflow", "actions capped", **p.capped)
+        if dry_run:
+            out["dry_run"] = True
+            del out["results"]
+            return out
+        results = workflow_apply.apply(rt, p)
+        out["results"] += results
+        budget -= len(p.actions)
+        applied = [
+            r for r in results if "action" in r and r["outcome"] not in ("skipped", "failed")
+        ]
+        if not applied or budget <= 0:
+            break
     return out
 
 
