@@ -75,6 +75,13 @@ class WaitResult:
         return head + (f"\n{self.answer}" if self.answer else "")
 
 
+class MonotonicClock:
+    """Elapsed milliseconds from the monotonic clock (what a wait's bound is measured in)."""
+
+    def now_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+
 def ask(board: Board, actor: Actor, ref: str | int, text: str) -> Comment:
     """Write a ``question`` comment on an ``in_progress`` card; the card stays put."""
     if not text or not text.strip():
@@ -140,7 +147,7 @@ def wait(
 ) -> WaitResult:
     """Hold until the question settles on the board, or the bound passes."""
     check_timeout(timeout_s)
-    clk = clock or board.store.clock
+    clk = clock or MonotonicClock()  # the bound is elapsed time, even under a pinned board clock
     card = board.get(ref)
     _question(board, card, question_id)
     res = WaitResult("timeout", card.ref, question_id, card.status.value)
