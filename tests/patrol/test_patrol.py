@@ -18,6 +18,7 @@ from laneboard.errors import LaneboardError
 from laneboard.store import Store
 from laneboard.supervisor import patrol
 from laneboard.supervisor.patrol import PatrolSettings, run_patrol
+from laneboard.supervisor.workflow import review_key
 
 ME = human("alice")
 
@@ -175,7 +176,13 @@ def test_review_aging_and_missing_review(
     board.claim(ME, d.ref)
     board.report(ME, d.ref, "done")
     board.move(ME, d.ref, "in_review")
-    r = board.create_card(ME, "P", f"review {d.ref}", meta={"review_of": d.ref, "review_round": 1})
+    r = board.create_card(
+        ME,
+        "P",
+        f"review {d.ref}",
+        meta={"review_of": d.ref, "review_round": 1},
+        idempotency_key=review_key(d.ref, 1),
+    )
     clock.advance(minutes=59)
     res = _run(board.store, settings)
     assert [a["card"] for a in _rows(res, "review_missing")] == []

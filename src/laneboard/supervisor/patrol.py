@@ -40,6 +40,7 @@ from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
 from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
+from laneboard.supervisor.workflow import REVIEW_KEY_RANGE, approve_is_current, review_key
 
 ROWS = (
     "heartbeat_stale",
@@ -366,18 +367,10 @@ def card_alerts(tx: Tx, card: Card, now: int, s: PatrolSettings) -> list[Alert]:
 
 
 def _has_review(tx: Tx, card: Card) -> bool:
-    """An open (or finished, not canceled) review card for the card's current round."""
-    for r in tx.all(
-        "SELECT meta, status FROM cards WHERE meta LIKE ? AND status <> 'canceled'",
-        (f'%"review_of"%{card.ref}%',),
-    ):
-        meta = json.loads(r["meta"])
-        if str(meta.get("review_of")) not in (card.ref, str(card.id)):
-            continue
-        rnd = meta.get("review_round")
-        if rnd is None or int(rnd) == card.delivery_round:
-            return True
-    return False
+    """An open review card for the card's current round, or an APPROVE already recorded."""
+    if approve_is_current(card):
+        return True
+    return tx.card_by_key(review_key(card.ref, card.delivery_round)) is not None
 
 
 def leader_alert(tx: Tx, now: int, s: PatrolSettings) -> Alert | None:
@@ -463,16 +456,61 @@ def inspector_alert(tx: Tx, now: int, s: PatrolSettings) -> Alert | None:
     )
 
 
+PLAN_CARD_LIMIT = 1000  # cards examined per pass; the oldest due ones first
+
+
+def due_card_ids(tx: Tx, now: int, s: PatrolSettings) -> list[int]:
+    """Cards some row may fire for, found by indexed reads at wall-clock thresholds.
+
+    Counted working time never exceeds wall time, so a card outside every wall-clock
+    threshold cannot be due; the rows' own rules then decide on this superset.
+    """
+    m = MINUTE_MS
+    lo, hi = REVIEW_KEY_RANGE
+    reads: list[tuple[str, tuple[Any, ...]]] = [
+        (
+            "SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at < ?",
+            (now - s.stale_min * m,),
+        ),
+        ("SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at > ?", (now + m,)),
+        (
+            "SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at IS NULL "
+            "AND status_since <= ?",
+            (now - s.unreadable_after_min * m,),
+        ),
+        (
+            "SELECT c.id FROM comments q JOIN cards c ON c.id = q.card_id "
+            "WHERE q.kind = 'question' AND q.created_at < ? AND q.created_at >= c.status_since "
+            "AND c.status IN ('in_progress', 'awaiting')",
+            (now - s.question_min * m,),
+        ),
+        (
+            "SELECT id FROM cards WHERE status = 'blocked' AND status_since < ?",
+            (now - s.blocked_min * m,),
+        ),
+        (
+            "SELECT id FROM cards WHERE idempotency_key >= ? AND idempotency_key < ? "
+            "AND status IN ('todo', 'in_progress') AND created_at < ?",
+            (lo, hi, now - s.review_aging_min * m),
+        ),
+        (
+            "SELECT id FROM cards WHERE status = 'in_review' AND acceptance_mode <> 'off' "
+            "AND status_since < ?",
+            (now - s.review_missing_min * m,),
+        ),
+    ]
+    found: set[int] = set()
+    for sql, args in reads:
+        found.update(int(r["id"]) for r in tx.all(sql, args))
+    return sorted(found)
+
+
 def plan(
     tx: Tx, now: int, s: PatrolSettings, *, card_ids: Iterable[int] | None = None
 ) -> list[Alert]:
     """Every alert due now (read-only)."""
-    if card_ids is not None:
-        cards = [c for c in (tx.card(i) for i in card_ids) if c is not None]
-    else:
-        cards = tx.list_cards(
-            statuses=["in_progress", "awaiting", "blocked", "in_review", "todo"], limit=10_000
-        )
+    ids = list(card_ids) if card_ids is not None else due_card_ids(tx, now, s)[:PLAN_CARD_LIMIT]
+    cards = tx.list_cards(ids=ids, limit=len(ids)) if ids else []
     out: list[Alert] = []
     for card in cards:
         out.extend(card_alerts(tx, card, now, s))

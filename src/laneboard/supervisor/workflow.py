@@ -38,7 +38,7 @@ EMPTY_EPIC_GRACE_MS = 30 * MINUTE_MS
 REVIEW_RETRY_MAX = 2
 ALERT_PREFIX = "workflow|"
 CHAIN_ROUNDS = 3  # plan/apply rounds in one pass (later rounds act on earlier outcomes)
-ACTIVE = ("backlog", "todo", "in_progress", "awaiting", "blocked", "in_review")
+REVIEW_KEY_RANGE = ("loop-review|", "loop-review}")  # every review_key sorts inside
 ROLLUP_FROM = (Status.TODO, Status.IN_PROGRESS, Status.BLOCKED)
 
 
@@ -190,7 +190,7 @@ def read_snapshot(rt: Runtime) -> Snapshot:
     limit = rt.config.board_limit
     reviewer = rt.config.reviewer_roles[0] if rt.config.reviewer_roles else None
     with rt.store.read() as tx:
-        main = tx.list_cards(statuses=ACTIVE, limit=limit + 1)
+        main = _work_cards(tx, limit + 1)
         snap = Snapshot(tx.now(), {}, len(main) > limit, reviewer=reviewer)
         main = main[:limit]
         snap.cards = {c.id: c for c in main}
@@ -209,6 +209,25 @@ def read_snapshot(rt: Runtime) -> Snapshot:
         if epics:
             _read_children(tx, snap, epics, limit)
     return snap
+
+
+# The cards the pass can act on: deliveries in review, open epics and open review cards
+# (found by their idempotency key range). Each part is an indexed read, so the pass
+# costs the same on a board of a thousand cards as on one of a hundred thousand.
+WORK_SQL = (
+    "SELECT * FROM cards WHERE id IN ("
+    "SELECT id FROM cards WHERE status = 'in_review' "
+    "UNION SELECT id FROM cards WHERE kind = 'epic' AND status IN ('todo', 'in_progress', "
+    "'blocked') "
+    "UNION SELECT id FROM cards WHERE idempotency_key >= ? AND idempotency_key < ?"
+    ") ORDER BY id LIMIT ?"
+)
+
+
+def _work_cards(tx: Tx, limit: int) -> list[Card]:
+    got = tx.all(WORK_SQL, (*REVIEW_KEY_RANGE, limit))
+    deps = tx.dependencies_of([r["id"] for r in got])
+    return [rows.card(r, tuple(deps.get(r["id"], ()))) for r in got]
 
 
 def _review_report(tx: Tx, card: Card) -> ReviewReport | None:
