@@ -1,62 +1,24 @@
-"""Supervisor status, doctor and health, read through the supervisor's own reports.
-
-The supervisor package provides ``laneboard.supervisor.status.status_report`` and, once
-installed, ``laneboard.supervisor.doctor.doctor_report``. Both are imported lazily; when
-a module is missing the supervisor is reported ``absent`` (no supervisor is running
-that this server could describe).
-"""
+"""Supervisor status, doctor and health, read through the supervisor's own reports."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
-from laneboard.errors import LaneboardError
 from laneboard.store import Store
 
 DEGRADED = frozenset({"wedged", "unresponsive"})
 
 
-def _function(module: str, name: str) -> Any:
-    try:
-        if importlib.util.find_spec(module) is None:
-            return None
-    except ModuleNotFoundError:
-        return None
-    return getattr(importlib.import_module(module), name, None)
-
-
-def absent() -> dict[str, Any]:
-    return {
-        "supervisor": {
-            "state": "absent",
-            "detail": "the supervisor status report is not installed",
-        },
-        "pool": {"state": "absent"},
-        "queue": {"counts": {}, "live": []},
-        "sessions": [],
-    }
-
-
 def status(store: Store) -> dict[str, Any]:
-    fn = _function("laneboard.supervisor.status", "status_report")
-    if fn is None:
-        return absent()
-    report: dict[str, Any] = fn(store, store.clock)
-    return report
+    from laneboard.supervisor.status import status_report
+
+    return status_report(store, store.clock)
 
 
 def doctor(store: Store) -> dict[str, Any]:
-    fn = _function("laneboard.supervisor.doctor", "doctor_report")
-    if fn is None:
-        raise LaneboardError(
-            "NOT_FOUND",
-            "the doctor report is not available in this installation",
-            "use GET /api/v1/status for the supervisor and pool verdicts",
-        )
-    report: dict[str, Any] = fn(store, store.clock)
-    return report
+    from laneboard.supervisor.doctor import doctor_report
+
+    return doctor_report(store, store.clock)
 
 
 def health(store: Store) -> tuple[int, dict[str, Any]]:
