@@ -12,7 +12,7 @@ from laneboard.board.service import Board
 from laneboard.domain.model import Card
 from laneboard.errors import LaneboardError
 from laneboard.store import Store
-from laneboard.workspace.land import cleanup_terminal, land, sweep_lanes
+from laneboard.workspace.land import cleanup_terminal, land, land_closed, sweep_lanes
 from laneboard.workspace.lanes import lane_for, lanes_of
 
 
@@ -157,3 +157,29 @@ def test_sweep_drops_a_record_only_when_tree_and_branch_are_gone(
         assert len(lanes_of(tx, branch_left.id)) == 1
         assert len(lanes_of(tx, lost.id)) == 1
     assert [e.type for e in board.events(0, limit=1000)].count("lane.dropped") == 1
+
+
+def test_a_card_closed_without_landing_is_landed_by_the_lanes_pass(
+    store: Store, repo: Path
+) -> None:
+    board = gated(store)
+    card, lane = delivered(board, repo)
+    (repo / "README.md").write_text("local edit\n")
+    # a tool without the landing gate closes the card: nothing is merged yet
+    done = Board(store).move(ME, card.ref, "done")
+    assert done.status.value == "done" and "merge_commit" not in done.meta
+    [first] = land_closed(store)
+    assert first["landed"] is False and "uncommitted changes" in first["blocked"]
+    [again] = land_closed(store)  # the same refusal: no second note
+    assert again["blocked"] == first["blocked"]
+    notes = [c for c in board.comments(card.ref) if c.kind.value == "note"]
+    assert len(notes) == 1 and f"lb land {card.ref}" in notes[0].body
+    assert board.get(card.ref).status.value == "done" and Path(lane).is_dir()
+    # once the checkout is clean the next pass merges it
+    git(repo, "checkout", "--", "README.md")
+    [merged] = land_closed(store)
+    assert merged["landed"] is True and merged["merge_commit"] == git(repo, "rev-parse", "HEAD")
+    assert board.get(card.ref).meta["merge_commit"] == merged["merge_commit"]
+    assert (repo / "feature.txt").read_text() == "new\n"
+    assert land_closed(store) == []  # landed lanes are not looked at again
+    assert [r["action"] for r in cleanup_terminal(store)] == ["cleaned"]

@@ -36,17 +36,21 @@ PASSES["workflow"] = workflow.workflow_pass  # reviews, acceptance, epics
 
 
 def _lanes_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
-    """Clean the lanes of terminal cards (worktree, then merged branch) and drop the
-    records of lanes that are provably gone. Unmerged branches are never deleted."""
+    """Land done cards closed without landing, clean the lanes of terminal cards
+    (worktree, then merged branch) and drop the records of lanes that are provably gone.
+    Unmerged branches are never deleted."""
     if dry_run:
         return {"dry_run": True}
-    from laneboard.workspace.land import cleanup_terminal, sweep_lanes
+    from laneboard.workspace.land import cleanup_terminal, land_closed, sweep_lanes
 
+    landed = [r for r in land_closed(rt.store) if r.get("landed")]
+    for r in landed:
+        rt.log.info("lanes", "closed card landed", card=r.get("card"))
     cleaned = [c for c in cleanup_terminal(rt.store) if c.get("action") == "cleaned"]
     swept = sweep_lanes(rt.store)
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
-    return {"cleaned": cleaned, "swept": swept}
+    return {"landed": landed, "cleaned": cleaned, "swept": swept}
 
 
 PASSES["lanes"] = _lanes_pass

@@ -9,6 +9,7 @@ merged into the project's current branch; unmerged work is never deleted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -32,17 +33,24 @@ class LandResult:
     blocked: str | None = None  # why landing was refused (the card stays in review)
     commands: list[str] = field(default_factory=list)
     already: bool = False
+    repeat_note: bool = field(default=True, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out.pop("repeat_note")
+        return out
 
 
 def _lane_to_land(tx: Tx, card: Card) -> Lane | None:
     return lane_for(tx, card.id, card.delivery_round) or latest_lane(tx, card.id)
 
 
-def land(store: Store, card: Card) -> LandResult:
-    """Merge the card's lane branch into the project's current branch."""
+def land(store: Store, card: Card, *, repeat_note: bool = True) -> LandResult:
+    """Merge the card's lane branch into the project's current branch.
+
+    ``repeat_note=False`` (the lanes pass) writes no second note for a refusal whose
+    reason is the same as the last one recorded for the card.
+    """
     with store.read() as tx:
         lane = _lane_to_land(tx, card)
     res = LandResult(card.ref)
@@ -57,10 +65,29 @@ def land(store: Store, card: Card) -> LandResult:
     if lane.state == "cleaned":
         res.skipped = "its lane was already cleaned up"
         return res
+    res.repeat_note = repeat_note
     try:
         return _land(store, card, lane, res)
     except g.GitError as exc:
         return _blocked(store, card, lane, res, f"git failed: {exc}", [f"cd {lane.repo}"])
+
+
+def land_closed(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+    """Land ``done`` cards whose current round's lane was never merged.
+
+    A card closed outside the landing gate (by a tool that does not install it) is
+    landed here under the same checks; a refusal leaves the card ``done`` and the lane
+    in place, with one note per distinct reason.
+    """
+    with store.read() as tx:
+        got = tx.all(
+            "SELECT c.id FROM lanes l JOIN cards c ON c.id = l.card_id WHERE l.state = "
+            "'active' AND c.status = 'done' AND l.round = c.delivery_round ORDER BY c.id "
+            "LIMIT ?",
+            (limit,),
+        )
+        cards = [c for c in (tx.card(int(r["id"])) for r in got) if c is not None]
+    return [land(store, c, repeat_note=False).to_dict() for c in cards]
 
 
 def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
@@ -123,6 +150,12 @@ def _landed(store: Store, card: Card, lane: Lane, res: LandResult, commit: str) 
             "landed_at = ?, updated_at = ? WHERE id = ?",
             (commit, res.target_branch, now, now, lane.id),
         )
+        fresh = tx.card(card.id)
+        if fresh is not None and fresh.status.value == "done" and "merge_commit" not in fresh.meta:
+            # closed before it landed (the lanes pass): the card records its merge too
+            tx.update_card(
+                fresh.id, fresh.version, {"meta": {**fresh.meta, "merge_commit": commit}}
+            )
         tx.append_event(
             "lane.landed",
             lanes_actor(),
@@ -151,6 +184,8 @@ def _blocked(
     if commands:
         body += " To land it by hand:\n\n" + "\n".join(f"    {c}" for c in commands)
     with store.write() as tx:
+        if not res.repeat_note and _last_refusal(tx, card.id) == reason:
+            return res
         tx.insert_comment(card.id, CommentKind.NOTE.value, body, lanes_actor())
         tx.append_event(
             "lane.land_blocked",
@@ -161,6 +196,17 @@ def _blocked(
             payload={"ref": card.ref, "branch": lane.branch, "reason": reason},
         )
     return res
+
+
+def _last_refusal(tx: Tx, card_id: int) -> str | None:
+    r = tx.one(
+        "SELECT type, payload FROM events WHERE card_id = ? AND type IN "
+        "('lane.landed', 'lane.land_blocked') ORDER BY id DESC LIMIT 1",
+        (card_id,),
+    )
+    if r is None or r["type"] != "lane.land_blocked":
+        return None
+    return str(json.loads(r["payload"]).get("reason"))
 
 
 # -- cleanup -----------------------------------------------------------------------------
