@@ -111,3 +111,94 @@ def test_racing_processes_get_exactly_one_winner_per_card(store_url: str) -> Non
         assert all(board.get(ref).holder == "rescuer" for ref in refs)
     finally:
         store.close()
+
+
+def _next_racer(url: str, index: int, start: Any, out: Any) -> None:
+    """One process taking the next ready card until none is left."""
+    store = open_store(url, FakeClock())
+    board = Board(store)
+    me = agent(f"n{index}")
+    won: list[str] = []
+    errors: list[str] = []
+    start.wait(timeout=60)
+    while True:
+        try:
+            won.append(board.claim_next(me, include_unassigned=True).ref)
+        except LaneboardError as err:
+            if err.code == "NOTHING_READY":
+                break
+            errors.append(err.line())
+            if len(errors) > 20:
+                break
+    out.put({"name": me.name, "won": won, "errors": errors})
+    store.close()
+
+
+def test_racing_claim_next_takes_each_card_once(store_url: str) -> None:
+    store = open_store(store_url, FakeClock())
+    board = Board(store)
+    try:
+        board.add_project(ME, "NEXT")
+        refs = [
+            board.create_card(ME, "NEXT", f"card {i}", priority=i % 4).ref for i in range(CARDS * 2)
+        ]
+        ctx = mp.get_context("spawn")
+        start = ctx.Barrier(PROCESSES)
+        out = ctx.Queue()
+        procs = [
+            ctx.Process(target=_next_racer, args=(store_url, i, start, out))
+            for i in range(PROCESSES)
+        ]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+        # a claimant that lost every candidate of a read may see CLAIM_CONFLICT; never more
+        assert all(
+            all(e.startswith("error CLAIM_CONFLICT") for e in r["errors"]) for r in results
+        ), results
+        taken = [ref for r in results for ref in r["won"]]
+        assert sorted(taken) == sorted(refs)  # every card once, none twice
+        claimed = [e.payload["ref"] for e in board.events(limit=10_000) if e.type == "card.claimed"]
+        assert sorted(claimed) == sorted(refs)
+        for r in results:
+            for ref in r["won"]:
+                card = board.get(ref)
+                assert (card.status.value, card.holder, card.claim_epoch) == (
+                    "in_progress",
+                    r["name"],
+                    1,
+                )
+    finally:
+        store.close()
+
+
+def test_claim_next_takes_the_heaviest_ready_card(store_url: str) -> None:
+    store = open_store(store_url, FakeClock())
+    board = Board(store)
+    try:
+        board.add_project(ME, "W")
+        low = board.create_card(ME, "W", "low", priority=3)
+        high = board.create_card(ME, "W", "high", priority=0)
+        blocked = board.create_card(ME, "W", "waits on low", priority=0)
+        board.link(ME, blocked.ref, low.ref)
+        mine = board.create_card(ME, "W", "assigned elsewhere", priority=0, assignee="other")
+        me = agent("worker")
+        assert board.claim_next(me, include_unassigned=True).ref == high.ref
+        assert board.claim_next(me, include_unassigned=True).ref == low.ref
+        try:
+            board.claim_next(me, include_unassigned=True)
+            raise AssertionError("expected NOTHING_READY")
+        except LaneboardError as err:
+            assert err.code == "NOTHING_READY"
+        assert board.claim_next(agent("other")).ref == mine.ref  # its own assignment
+        try:
+            board.claim_next(agent("worker", card_id=high.id, epoch=1))
+            raise AssertionError("expected FORBIDDEN")
+        except LaneboardError as err:
+            assert err.code == "FORBIDDEN"
+        assert board.get(blocked.ref).status.value == "todo"
+    finally:
+        store.close()

@@ -445,6 +445,93 @@ def test_each_error_code_is_one_line_and_writes_nothing(cli: Cli) -> None:
     assert cli.events() == before
 
 
+def exact(cli: Cli, code: str, exit_code: int, line: str, *args: str, **env: str) -> None:
+    """The refusal's exact stderr line, and the same error as a ``--json`` document."""
+    assert cli.refuse(code, exit_code, *args, **env) == line
+    before = cli.events()
+    r = cli.run(*args, "--json", **env)
+    assert r.code == exit_code and r.err == line + "\n"
+    message, fix = line[len(f"error {code}: ") :].split(" — ", 1)
+    doc = json.loads(r.out)["error"]
+    assert {k: doc[k] for k in ("code", "message", "fix")} == {
+        "code": code,
+        "message": message,
+        "fix": fix,
+    }
+    assert cli.events() == before
+
+
+def test_every_error_code_has_an_exact_line_and_document(cli: Cli) -> None:
+    cli.ok("card", "add", "WEB", "a")
+    cli.ok("card", "add", "WEB", "b", "--depends-on", "WEB-1")
+    exact(
+        cli, "BAD_INPUT", 2,
+        "error BAD_INPUT: priority 7 is out of range — use 0 (highest) to 3 (lowest)",
+        "card", "add", "WEB", "x", "--priority", "7",
+    )
+    exact(
+        cli, "BAD_INPUT", 2,
+        "error BAD_INPUT: awaiting needs a reason E1/E2/E3/E4/E5 — "
+        "pass --reason E1..E5 and --question TEXT",
+        "card", "move", "WEB-1", "awaiting",
+    )
+    exact(
+        cli, "BAD_INPUT", 2,
+        "error BAD_INPUT: question is empty — give a non-empty question",
+        "card", "move", "WEB-1", "awaiting", "--reason", "E1",
+    )
+    exact(
+        cli, "DEPENDENCY_CYCLE", 1,
+        "error DEPENDENCY_CYCLE: WEB-1 -> WEB-2 would close a cycle — "
+        "dependencies must form a DAG; remove the opposite link first",
+        "card", "link", "WEB-1", "WEB-2",
+    )
+    exact(
+        cli, "CLAIM_CONFLICT", 1,
+        "error CLAIM_CONFLICT: WEB-2 cannot be claimed: a dependency is not done yet — "
+        "pick another card from: lb card candidates",
+        "card", "claim", "WEB-2",
+    )
+    exact(
+        cli, "NOTHING_READY", 1,
+        "error NOTHING_READY: no ready card for alice — "
+        "see what is waiting with: lb card candidates --include-unassigned",
+        "card", "claim", "--next",
+    )
+    exact(
+        cli, "CONFLICT", 1,
+        "error CONFLICT: project WEB (WEB) already exists — "
+        "pick another key and name, or use the existing project",
+        "project", "add", "WEB",
+    )
+    tok = cli.token("w1", card_id=1, epoch=1)
+    cli.ok("card", "claim", "WEB-1", LANEBOARD_TOKEN=tok)
+    exact(
+        cli, "CLAIM_CONFLICT", 1,
+        "error CLAIM_CONFLICT: WEB-1 cannot be claimed: held by w1 with a live heartbeat — "
+        "pick another card from: lb card candidates",
+        "card", "claim", "WEB-1", "--holder", "w2",
+    )
+    exact(
+        cli, "REPORT_REQUIRED", 1,
+        "error REPORT_REQUIRED: WEB-1 has no delivery report for round 1 — "
+        "write one first: lb card report WEB-1 --body TEXT",
+        "card", "move", "WEB-1", "in_review", LANEBOARD_TOKEN=tok,
+    )
+    exact(
+        cli, "ACCEPTANCE_FORBIDDEN", 1,
+        "error ACCEPTANCE_FORBIDDEN: WEB-1 has acceptance mode auto; in_progress -> done "
+        "needs mode off — deliver it to in_review with a report first",
+        "card", "move", "WEB-1", "done",
+    )
+    exact(
+        cli, "FORBIDDEN", 1,
+        "error FORBIDDEN: this agent credential is scoped to card 1, not WEB-2 — "
+        "agents write only the card they were dispatched for",
+        "card", "heartbeat", "WEB-2", LANEBOARD_TOKEN=tok,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -13,6 +13,7 @@ CODES: dict[str, tuple[int, int]] = {
     "BAD_INPUT": (422, 2),
     "ILLEGAL_TRANSITION": (409, 1),
     "CLAIM_CONFLICT": (409, 1),
+    "NOTHING_READY": (404, 1),
     "STALE_CLAIM": (409, 1),
     "REPORT_REQUIRED": (409, 1),
     "ACCEPTANCE_FORBIDDEN": (409, 1),

@@ -743,6 +743,67 @@ class Board:
                 tx.remember(idempotency_key, "claim", new.id, {"card_id": new.id})
             return new
 
+    def claim_next(
+        self,
+        actor: Actor,
+        *,
+        assignees: Sequence[str] = (),
+        include_unassigned: bool = False,
+        project: str | int | None = None,
+        holder: str | None = None,
+        session_id: str | None = None,
+    ) -> Card:
+        """Claim the heaviest ready card of a claim set (``lb card claim --next``).
+
+        The set is the given assignees (default: the claimant's own name), plus
+        unassigned cards when asked. The pick and the claim are one statement over the
+        weight-ordered candidates; when racing claimants took all of them, it reads the
+        candidates again (three times at most) before answering ``CLAIM_CONFLICT``.
+        """
+        who = holder or actor.name
+        if holder is not None:
+            inputs.text(holder, "holder", limit=200)
+        if actor.kind is ActorKind.AGENT and holder not in (None, actor.name):
+            raise LaneboardError(
+                "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
+            )
+        if actor.kind is ActorKind.AGENT and actor.card_id is not None:
+            raise LaneboardError(
+                "FORBIDDEN",
+                "this agent credential is scoped to one card and cannot pick another",
+                "claim the credential's own card: lb card claim CARD",
+            )
+        wanted = list(assignees) or [who]
+        for name in wanted:
+            inputs.text(name, "assignee", limit=200)
+        for _ in range(3):
+            got = self.candidates(
+                assignees=wanted, include_unassigned=include_unassigned, project=project
+            )
+            if not got:
+                raise LaneboardError(
+                    "NOTHING_READY",
+                    f"no ready card for {', '.join(wanted)}"
+                    + (" or unassigned" if include_unassigned else ""),
+                    "see what is waiting with: lb card candidates --include-unassigned",
+                )
+            with self.store.write() as tx:
+                row = tx.claim_next(
+                    [c.card.id for c in got],
+                    who,
+                    actor.kind.value,
+                    session_id,
+                    bypass_assignee=actor.is_human,
+                )
+                if row is not None:
+                    self._after_claim(tx, actor, row, who)
+                    return rows.card(row, tx.dependencies(int(row["id"])))
+        raise LaneboardError(
+            "CLAIM_CONFLICT",
+            "every ready card was claimed by someone else meanwhile",
+            "try again, or see: lb card candidates",
+        )
+
     def _claim_probe(self, actor: Actor, ref: str | int, who: str) -> Row | None:
         """Refuse a claim that cannot win without taking the write lock.
 

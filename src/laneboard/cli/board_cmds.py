@@ -156,7 +156,21 @@ def _card_parsers(card: Any) -> None:
     p.set_defaults(func=cmd_card_move)
 
     p = card.add_parser("claim", help="claim a card (atomic; losers get CLAIM_CONFLICT)")
-    p.add_argument("ref")
+    p.add_argument("ref", nargs="?", help="the card (or use --next)")
+    p.add_argument(
+        "--next", action="store_true", help="claim the heaviest ready card of the claim set"
+    )
+    p.add_argument(
+        "--assignee",
+        action="append",
+        default=[],
+        dest="assignees",
+        help="with --next: the claim set (repeatable; default: your own name)",
+    )
+    p.add_argument(
+        "--include-unassigned", action="store_true", help="with --next: also unassigned cards"
+    )
+    p.add_argument("--project", help="with --next: only this project")
     p.add_argument("--holder", help="claim under this name (default: you)")
     p.add_argument("--session", help="agent session id")
     p.add_argument("--key", dest="idempotency_key")
@@ -427,9 +441,35 @@ def cmd_card_move(ctx: Context) -> int:
 
 def cmd_card_claim(ctx: Context) -> int:
     a = ctx.args
-    c = ctx.board.claim(
-        ctx.actor, a.ref, holder=a.holder, session_id=a.session, idempotency_key=a.idempotency_key
-    )
+    if a.next:
+        if a.ref is not None or a.idempotency_key is not None:
+            raise bad_input(
+                "--next picks the card itself; it takes no CARD and no --key",
+                "drop the card reference, or drop --next",
+            )
+        c = ctx.board.claim_next(
+            ctx.actor,
+            assignees=a.assignees,
+            include_unassigned=a.include_unassigned,
+            project=a.project,
+            holder=a.holder,
+            session_id=a.session,
+        )
+    else:
+        if a.ref is None:
+            raise bad_input("which card? none was given", "pass CARD, or --next to pick one")
+        if a.assignees or a.include_unassigned or a.project:
+            raise bad_input(
+                "--assignee, --include-unassigned and --project only go with --next",
+                "add --next, or drop them",
+            )
+        c = ctx.board.claim(
+            ctx.actor,
+            a.ref,
+            holder=a.holder,
+            session_id=a.session,
+            idempotency_key=a.idempotency_key,
+        )
     if os.environ.get("LANEBOARD_TOKEN_FILE"):  # a re-claim: the credential follows the epoch
         from laneboard.board.questions import refresh_token_file
 

@@ -425,6 +425,44 @@ class Tx:
             row["prev_status"], row["prev_holder"] = prev["status"], prev["holder"]
         return row
 
+    def claim_next(
+        self,
+        ordered_ids: Sequence[int],
+        holder: str,
+        holder_kind: str,
+        session_id: str | None,
+        *,
+        bypass_assignee: bool = False,
+    ) -> Row | None:
+        """Claim the first still-claimable ``todo`` card of ``ordered_ids`` in one statement.
+
+        On PostgreSQL the pick takes ``FOR UPDATE SKIP LOCKED``, so racing callers each
+        take a different card instead of queueing on the same row. None: none was left.
+        """
+        ids = [int(i) for i in ordered_ids]
+        if not ids:
+            return None
+        now = self.now()
+        order = " ".join(f"WHEN {cid} THEN {k}" for k, cid in enumerate(ids))
+        pick = (
+            f"SELECT id FROM cards WHERE id IN ({','.join(str(i) for i in ids)}) "
+            "AND status = 'todo' AND (assignee IS NULL OR assignee = ? OR ? = 1) "
+            f"AND NOT {_NOT_READY} ORDER BY CASE id {order} END LIMIT 1"
+        )
+        if self.pg:
+            pick += " FOR UPDATE SKIP LOCKED"
+        row = self.one(
+            "UPDATE cards SET status = 'in_progress', holder = ?, holder_kind = ?, "
+            "session_id = ?, claimed_at = ?, heartbeat_at = ?, claim_epoch = claim_epoch + 1, "
+            "version = version + 1, updated_at = ?, assignee = coalesce(assignee, ?), "
+            f"status_since = ? WHERE id = ({pick}) RETURNING *",
+            (holder, holder_kind, session_id, now, now, now, holder, now,
+             holder, 1 if bypass_assignee else 0),
+        )  # fmt: skip
+        if row is not None:
+            row["prev_status"], row["prev_holder"] = "todo", None
+        return row
+
     # -- links ---------------------------------------------------------------------
     def dependencies(self, card_id: int) -> tuple[int, ...]:
         got = self.all(
