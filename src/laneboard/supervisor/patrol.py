@@ -256,15 +256,18 @@ def card_alerts(tx: Tx, card: Card, now: int, s: PatrolSettings) -> list[Alert]:
         if hb is None or hb > now + MINUTE_MS:
             absent_for = now - card.status_since
             if hb is not None or absent_for >= s.unreadable_after_min * MINUTE_MS:
+                # measured from the claim: a later claim that loses its heartbeat again
+                # is a new wait with a new key, not a repeat of the first one
+                absent = hb is None
                 out.append(
                     Alert(
                         "heartbeat_unreadable",
                         "warn",
                         "critical",
                         "leader",
-                        None if hb is None else card.status_since,
-                        None,
-                        None,
+                        card.status_since,
+                        s.unreadable_after_min if absent else None,
+                        card.status_since + s.unreadable_after_min * MINUTE_MS if absent else None,
                         {
                             "heartbeat_at": hb,
                             "holder": card.holder,
