@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from laneboard.domain.roles import Role
 from laneboard.domain.timecontract import TimeContract
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
-from laneboard.supervisor import loop, records
+from laneboard.supervisor import instances, loop, records
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -336,3 +337,68 @@ def test_start_refuses_an_invalid_time_contract(tmp_path: Path) -> None:
     out = _lb(env, "start", "--turn-timeout", "60")
     assert out.returncode == 2
     assert out.stderr.startswith("error CONFIG_INVALID: time contract violated: turn_timeout")
+
+
+def test_two_continue_once_runs_at_once_one_skips_and_nothing_is_claimed_twice(
+    tmp_path: Path,
+) -> None:
+    """Two real ``lb loop run --continue-once`` overlap: the first holds the tick while its
+    patrol pipes an alert to a slow notify command; the second skips with exit 3."""
+    from laneboard.domain.clock import MINUTE_MS, FakeClock, iso
+    from laneboard.domain.model import agent
+
+    clock = FakeClock()
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    store = open_store(url, clock)
+    board = Board(store)
+    me = human("alice")
+    project = tmp_path / "proj"
+    project.mkdir()
+    board.add_project(me, "P", path=str(project))
+    ready = [board.create_card(me, "P", f"ready {i}").ref for i in range(5)]
+    ghost = board.create_card(me, "P", "held by a dead worker")
+    board.claim(agent("ghost"), ghost.ref)  # its heartbeat goes stale: the patrol alerts
+    clock.advance(31 * MINUTE_MS)
+    with store.write() as tx:  # this machine's resident pool (this test process) is up
+        instances.register(tx, "box", TimeContract(), {"agent": "scripted"})
+    store.close()
+    marker, alerts = tmp_path / "notify-started", tmp_path / "alerts.jsonl"
+    env = {
+        **os.environ,
+        "LANEBOARD_DATABASE_URL": url,
+        "LANEBOARD_NOW": str(iso(clock.now_ms())),
+        "LANEBOARD_NOTIFY_COMMAND": f"touch {marker}; sleep 4; cat >> {alerts}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "LANEBOARD_MACHINE": "box",
+    }
+    args = ("loop", "run", "--continue-once", "--agent", "scripted", "--json")
+    cmd = [sys.executable, "-m", "laneboard.cli.main", *args]
+    first = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(marker.exists, 30, "the first run's patrol to start notifying")
+        second = _lb(env, *args)
+        assert second.returncode == 3, second.stderr
+        assert '"state": "skipped"' in second.stdout
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        assert sorted(json.loads(out)["passes"]["poll"]["claimed"]) == sorted(ready), out
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    store = open_store(url, clock)
+    board = Board(store)
+    try:
+        claimed = [e.payload["ref"] for e in board.events(limit=1000) if e.type == "card.claimed"]
+        assert sorted(claimed) == sorted([ghost.ref, *ready])  # each exactly once
+        assert all(board.get(ref).status.value == "in_progress" for ref in ready)
+        third = _lb(env, *args)  # after: nothing new
+        assert third.returncode == 0, third.stderr
+        again = [e.payload["ref"] for e in board.events(limit=1000) if e.type == "card.claimed"]
+        assert again == claimed
+        assert len(alerts.read_text().splitlines()) == 1  # the repeat was suppressed
+    finally:
+        store.close()
