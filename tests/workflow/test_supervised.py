@@ -172,8 +172,12 @@ def test_human_card_stops_after_approve_until_a_person_closes_it(
         move = ("card", "move", card.ref, "done")
         worker = _lb_as(sqlite_store_url, tokens[card.ref], *move)
         reviewer = _lb_as(sqlite_store_url, tokens[rev.ref], *move)
-    assert worker.returncode == 1 and "ACCEPTANCE_FORBIDDEN" in worker.stderr
-    assert reviewer.returncode == 1 and "FORBIDDEN" in reviewer.stderr
+    forbidden = (
+        f"error ACCEPTANCE_FORBIDDEN: {card.ref} has acceptance mode human: only a person may "
+        "close it"
+    )
+    assert worker.returncode == 1 and worker.stderr.startswith(forbidden), worker.stderr
+    assert reviewer.returncode == 1 and reviewer.stderr.startswith(forbidden), reviewer.stderr
     assert board.get(card.ref).status.value == "in_review"
     assert len(_reviews(board, card.id)) == 1
     assert board.move(ME, card.ref, "done").status.value == "done"

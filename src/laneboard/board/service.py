@@ -588,6 +588,7 @@ class Board:
                 if seen is not None:
                     return self._card(tx, int(seen["card_id"]))
             card = self._card(tx, ref, lock=True)
+            self._close_rule_first(actor, card, dst)
             self._may_write(actor, card)
             self._fence(actor, card)
             check_transition(card.status, dst)
@@ -623,6 +624,13 @@ class Board:
                 )
             return new
 
+    @staticmethod
+    def _close_rule_first(actor: Actor, card: Card, dst: Status) -> None:
+        """Acceptance authority answers a close before the credential's scope does, so an
+        agent that may not close a card hears why (``ACCEPTANCE_FORBIDDEN``)."""
+        if dst is Status.DONE and card.status in (Status.IN_REVIEW, Status.IN_PROGRESS):
+            authority.check_close(card, actor)
+
     def _run_gates(
         self, actor: Actor, ref: str | int, dst: Status, key: str | None
     ) -> tuple[Card, list[Evidence], str | None] | None:
@@ -638,6 +646,7 @@ class Board:
             if key is not None and tx.idempotent_response(key) is not None:
                 return None
             card = self._card(tx, ref)
+            self._close_rule_first(actor, card, dst)
             self._may_write(actor, card)
             self._fence(actor, card)
             check_transition(card.status, dst)
