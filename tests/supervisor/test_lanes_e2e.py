@@ -90,3 +90,54 @@ def test_lb_demo_exits_zero(tmp_path: Path) -> None:
     assert summary["cards"][1]["turns"][0] == "failed"  # the first delivery failed its check
     assert summary["worktrees_left"] == [] and summary["lane_branches_left"] == []
     assert not Path(summary["project"]).exists()  # removed without --keep
+
+
+def test_reviewed_rework_lands_the_approved_round(
+    store_url: str, repo: Path, tmp_path: Path
+) -> None:
+    """An ``auto`` card in a git project: the reviewer rejects round 1 and approves round 2,
+    and only then does the lane merge — with the second round's work."""
+    clock = RealNowClock()
+    store = open_store(store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "R", path=str(repo))
+    seen = tmp_path / "reviewer-cwd.txt"
+    approve = {"verdict": "APPROVE", "body": "checked\n$ python3 -c 'import calc'"}
+    approve["evidence"] = ["0:python3 -c 'import calc'"]
+    reject = {"verdict": "REJECT", "body": "not yet\n1. Return 4, not 5"}
+    card = board.create_card(
+        human(),
+        "R",
+        "add calc.py",
+        assignee="worker",
+        allowed_paths=["calc.py"],
+        checks=["python3 -c 'import calc'"],
+        meta={
+            "script": {
+                "r1": [{"write": "calc.py", "content": "RESULT = 5\n"}, {"deliver": "first"}],
+                "r2": [{"write": "calc.py", "content": "RESULT = 4\n"}, {"deliver": "fixed"}],
+            },
+            "review_script": {
+                "r1": [{"run": f"pwd >> {seen}"}, reject],
+                "r2": [{"run": f"pwd >> {seen}"}, approve],
+            },
+        },
+    )
+    before = _git(repo, "rev-parse", "main")
+    with Running(store_url, config(tmp_path), clock):
+        wait_for(lambda: board.get(card.ref).status.value == "done", timeout=120, what="landing")
+        wait_for(
+            lambda: settled(store) and not _git(repo, "branch", "--list", "lane/*"),
+            what="lanes cleaned",
+        )
+    got = board.get(card.ref)
+    assert got.delivery_round == 2 and got.meta["accepted_by"] == "loop-review"
+    merge = got.meta["merge_commit"]
+    assert _git(repo, "rev-parse", "main") == merge
+    assert _git(repo, "rev-parse", f"{merge}^1") == before  # one landing, after the approval
+    assert _git(repo, "show", "main:calc.py") == "RESULT = 4"
+    assert _git(repo, "ls-tree", "--name-only", "main").splitlines() == ["README.md", "calc.py"]
+    # the reviewer read the card's lane (round 1, then the round-2 lane)
+    lanes = seen.read_text().split()
+    assert [Path(p).name for p in lanes] == [card.ref, f"{card.ref}-r2"]
+    store.close()
