@@ -465,64 +465,117 @@ def test_every_error_code_has_an_exact_line_and_document(cli: Cli) -> None:
     cli.ok("card", "add", "WEB", "a")
     cli.ok("card", "add", "WEB", "b", "--depends-on", "WEB-1")
     exact(
-        cli, "BAD_INPUT", 2,
+        cli,
+        "BAD_INPUT",
+        2,
         "error BAD_INPUT: priority 7 is out of range — use 0 (highest) to 3 (lowest)",
-        "card", "add", "WEB", "x", "--priority", "7",
+        "card",
+        "add",
+        "WEB",
+        "x",
+        "--priority",
+        "7",
     )
     exact(
-        cli, "BAD_INPUT", 2,
+        cli,
+        "BAD_INPUT",
+        2,
         "error BAD_INPUT: awaiting needs a reason E1/E2/E3/E4/E5 — "
         "pass --reason E1..E5 and --question TEXT",
-        "card", "move", "WEB-1", "awaiting",
+        "card",
+        "move",
+        "WEB-1",
+        "awaiting",
     )
     exact(
-        cli, "BAD_INPUT", 2,
+        cli,
+        "BAD_INPUT",
+        2,
         "error BAD_INPUT: question is empty — give a non-empty question",
-        "card", "move", "WEB-1", "awaiting", "--reason", "E1",
+        "card",
+        "move",
+        "WEB-1",
+        "awaiting",
+        "--reason",
+        "E1",
     )
     exact(
-        cli, "DEPENDENCY_CYCLE", 1,
+        cli,
+        "DEPENDENCY_CYCLE",
+        1,
         "error DEPENDENCY_CYCLE: WEB-1 -> WEB-2 would close a cycle — "
         "dependencies must form a DAG; remove the opposite link first",
-        "card", "link", "WEB-1", "WEB-2",
+        "card",
+        "link",
+        "WEB-1",
+        "WEB-2",
     )
     exact(
-        cli, "CLAIM_CONFLICT", 1,
+        cli,
+        "CLAIM_CONFLICT",
+        1,
         "error CLAIM_CONFLICT: WEB-2 cannot be claimed: a dependency is not done yet — "
         "pick another card from: lb card candidates",
-        "card", "claim", "WEB-2",
+        "card",
+        "claim",
+        "WEB-2",
     )
     exact(
-        cli, "NOTHING_READY", 1,
+        cli,
+        "NOTHING_READY",
+        1,
         "error NOTHING_READY: no ready card for alice — "
         "see what is waiting with: lb card candidates --include-unassigned",
-        "card", "claim", "--next",
+        "card",
+        "claim",
+        "--next",
     )
     exact(
-        cli, "CONFLICT", 1,
+        cli,
+        "CONFLICT",
+        1,
         "error CONFLICT: project WEB (WEB) already exists — "
         "pick another key and name, or use the existing project",
-        "project", "add", "WEB",
+        "project",
+        "add",
+        "WEB",
     )
     tok = cli.token("w1", card_id=1, epoch=1)
     cli.ok("card", "claim", "WEB-1", LANEBOARD_TOKEN=tok)
     exact(
-        cli, "CLAIM_CONFLICT", 1,
+        cli,
+        "CLAIM_CONFLICT",
+        1,
         "error CLAIM_CONFLICT: WEB-1 cannot be claimed: held by w1 with a live heartbeat — "
         "pick another card from: lb card candidates",
-        "card", "claim", "WEB-1", "--holder", "w2",
+        "card",
+        "claim",
+        "WEB-1",
+        "--holder",
+        "w2",
     )
     exact(
-        cli, "REPORT_REQUIRED", 1,
+        cli,
+        "REPORT_REQUIRED",
+        1,
         "error REPORT_REQUIRED: WEB-1 has no delivery report for round 1 — "
         "write one first: lb card report WEB-1 --body TEXT",
-        "card", "move", "WEB-1", "in_review", LANEBOARD_TOKEN=tok,
+        "card",
+        "move",
+        "WEB-1",
+        "in_review",
+        LANEBOARD_TOKEN=tok,
     )
     exact(
-        cli, "ACCEPTANCE_FORBIDDEN", 1,
+        cli,
+        "ACCEPTANCE_FORBIDDEN",
+        1,
         "error ACCEPTANCE_FORBIDDEN: WEB-1 has acceptance mode auto; in_progress -> done "
         "needs mode off — deliver it to in_review with a report first",
-        "card", "move", "WEB-1", "done",
+        "card",
+        "move",
+        "WEB-1",
+        "done",
     )
     exact(
         cli, "FORBIDDEN", 1,
@@ -556,3 +609,30 @@ def test_bad_environment_is_reported(cli: Cli) -> None:
     assert "LANEBOARD_NOW" in line
     r = cli.run("card", "list", LANEBOARD_DATABASE_URL="mysql://x/y")
     assert r.code == 2 and r.err.startswith("error CONFIG_INVALID: unsupported database URL")
+
+
+def test_events_tail_follow_prints_new_events_as_they_happen(cli: Cli) -> None:
+    cli.ok("card", "add", "WEB", "before")
+    proc = subprocess.Popen(
+        [*LB, "events", "tail", "-n", "1", "--follow", "--interval", "0.05", "--json",
+         "--max-events", "3"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert (first["type"], first["payload"]["ref"]) == ("card.created", "WEB-1")
+        cli.ok("card", "add", "WEB", "after")  # written while the tail follows
+        cli.ok("card", "comment", "WEB-2", "hello")
+        second = json.loads(proc.stdout.readline())
+        third = json.loads(proc.stdout.readline())
+        assert (second["type"], second["payload"]["ref"]) == ("card.created", "WEB-2")
+        assert third["type"] == "comment.added" and third["id"] == second["id"] + 1
+        assert proc.wait(timeout=30) == 0  # --max-events 3 ends it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()  # closes the pipes

@@ -365,8 +365,9 @@ class Pool:
             extra={
                 "LANEBOARD_TOKEN_FILE": tokfile,
                 "LANEBOARD_AGENT_STATE": rt.config.state_path("agents", role.id),
+                # one file per session (role lane, card and round), never the supervisor log
                 "LANEBOARD_AGENT_STDERR": rt.config.state_path(
-                    "agents", "stderr", f"{card.ref}.log"
+                    "agents", "stderr", lane_key(role, card).replace(":", "-") + ".log"
                 ),
                 **(
                     {"LANEBOARD_NOW": os.environ["LANEBOARD_NOW"]}

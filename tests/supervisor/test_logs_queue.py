@@ -1,0 +1,75 @@
+"""The supervisor log (logfmt, redaction, size rotation) and queue-row coalescing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from laneboard.board.service import Board
+from laneboard.domain.model import human
+from laneboard.store import Store
+from laneboard.supervisor import records
+from laneboard.supervisor.logs import LogFile
+
+LINE = re.compile(r'^time=\S+Z level=(\w+) component=(\w+) msg=("(?:[^"\\]|\\.)*"|\S+)( \w+=\S+)*$')
+
+
+def test_log_lines_are_logfmt_and_redacted(tmp_path: Path) -> None:
+    log = LogFile(str(tmp_path / "state" / "supervisor.log"))
+    log.info("pool", "turn ok", card="W-1", actor_kind="agent")
+    log.warn("store", "retry postgresql://bob:hunter2@db/x with lbt_abcdefghijkl and token=s3cret")
+    first, second = (tmp_path / "state" / "supervisor.log").read_text().splitlines()
+    assert LINE.match(first) and LINE.match(second)
+    assert first.endswith('msg="turn ok" card=W-1 actor_kind=agent')
+    assert "hunter2" not in second and "lbt_abcdefghijkl" not in second
+    assert "s3cret" not in second and "actor_kind=system" in second
+
+
+def test_log_rotates_by_size_and_keeps_five(tmp_path: Path) -> None:
+    path = tmp_path / "supervisor.log"
+    log = LogFile(str(path), max_bytes=400, keep=5)
+    for i in range(200):
+        log.info("tick", f"line {i:03d}")
+    files = [path] + [Path(f"{path}.{n}") for n in range(1, 6)]
+    assert all(f.exists() for f in files)
+    assert not Path(f"{path}.6").exists()
+    assert all(f.stat().st_size <= 400 for f in files)
+    numbers = [
+        [int(m) for m in re.findall(r'msg="line (\d+)"', f.read_text())] for f in reversed(files)
+    ]
+    flat = [n for chunk in numbers for n in chunk]
+    assert flat == sorted(flat) and flat[-1] == 199  # oldest in .5, newest in the live file
+    assert flat == list(range(flat[0], 200))  # nothing lost inside the kept window
+
+
+def test_queue_rows_coalesce_per_card_role_and_kind(store: Store) -> None:
+    board = Board(store)
+    board.add_project(human(), "Q")
+    card = board.create_card(human(), "Q", "one")
+
+    def put(role: str = "worker", kind: str = "handoff") -> records.QueueRow | None:
+        with store.write() as tx:
+            return records.enqueue(
+                tx, kind, card.id, role, card.project_id, "box", "/tmp", 1, 1, {}
+            )
+
+    first = put()
+    assert first is not None
+    assert put() is None  # pending: coalesced
+    with store.write() as tx:
+        assert records.take_row(tx, first.id, "box:1")
+    assert put() is None  # processing: still coalesced
+    other_role = put(role="reviewer")
+    other_kind = put(kind="question")
+    assert other_role is not None and other_kind is not None
+    with store.write() as tx:
+        records.set_row(tx, first.id, state="done")
+    again = put()
+    assert again is not None and again.id != first.id  # a finished row does not coalesce
+    with store.read() as tx:
+        live = records.queue_rows(tx, states=("pending", "processing"))
+    assert sorted((r.role, r.kind) for r in live) == [
+        ("reviewer", "handoff"),
+        ("worker", "handoff"),
+        ("worker", "question"),
+    ]
