@@ -116,3 +116,94 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
         assert len(starts) == 2 and starts[1] - starts[0] >= 2.0
         assert sum(1 for ln in lines if ln[0] == "end" and ln[1] == ref) == 1
     store.close()
+
+
+def test_sigterm_interrupts_running_turns_and_a_restart_resumes_them(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """A clean shutdown mid-turn: the turns are recorded ``interrupted`` (never lost), the
+    agents are stopped, and the next supervisor resumes the same native sessions."""
+    store_url = sqlite_store_url
+    env = {
+        **os.environ,
+        "LANEBOARD_DATABASE_URL": store_url,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "LANEBOARD_MACHINE": "termbox",
+    }
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    trace = tmp_path / "trace.log"
+    store = open_store(store_url)
+    board = Board(store)
+    board.add_project(human(), "T", path=str(proj))
+    script = [
+        {"run": f"echo start {{card}} $$ >> {trace}"},
+        {"hang": True, "attempt": 1},
+        {"deliver": "done"},
+    ]
+    refs = [
+        board.create_card(human(), "T", f"t{i}", acceptance_mode="off", meta={"script": script}).ref
+        for i in range(2)
+    ]
+    sup = _start(env)
+    try:
+        wait_for(
+            lambda: trace.exists() and trace.read_text().count("start") == 2,
+            what="two turns running",
+        )
+        with store.read() as tx:
+            pids = [r.pid for r in records.queue_rows(tx, states=("processing",))]
+        assert len(pids) == 2 and all(pids)
+        sup.send_signal(signal.SIGTERM)
+        assert sup.wait(30) == 0
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+        if sup.stderr:
+            sup.stderr.close()
+    with store.read() as tx:
+        rows = records.queue_rows(tx, states=("interrupted",))
+        turns = tx.all("SELECT card_id, native_id, outcome FROM turns ORDER BY id")
+    assert len(rows) == 2  # both rows kept, marked interrupted
+    assert [t["outcome"] for t in turns] == ["interrupted", "interrupted"]
+    for pid in pids:
+        assert pid is not None
+        wait_for(lambda pid=pid: not _alive(pid), what=f"agent {pid} stopped")
+    assert all(board.get(r).status.value == "in_progress" for r in refs)  # claims kept
+    sup = _start(env)
+    try:
+        wait_for(
+            lambda: all(board.get(r).status.value in ("in_review", "done") for r in refs),
+            timeout=60,
+            what="interrupted cards resumed and delivered",
+        )
+        wait_for(lambda: _done(store) == 2, what="rows done")
+    finally:
+        sup.send_signal(signal.SIGTERM)
+        assert sup.wait(30) == 0
+        if sup.stderr:
+            sup.stderr.close()
+    with store.read() as tx:
+        turns = tx.all("SELECT card_id, native_id, outcome FROM turns ORDER BY id")
+        done = records.queue_rows(tx, states=("done",))
+    assert len(done) == 2 and {r.id for r in done} == {r.id for r in rows}  # the same rows
+    by_card: dict[int, list[dict[str, object]]] = {}
+    for t in turns:
+        by_card.setdefault(int(str(t["card_id"])), []).append(t)
+    for ts in by_card.values():
+        assert [t["outcome"] for t in ts] == ["interrupted", "ok"]
+        assert ts[0]["native_id"] == ts[1]["native_id"]  # the same session, resumed
+    store.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
