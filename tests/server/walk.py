@@ -275,10 +275,11 @@ def walk(c: Any) -> dict[str, Any]:
     # status / doctor / unknown routes / auth failures
     status = expect(c.get(BASE + "/status"), 200)
     assert "supervisor" in status and "state" in status["supervisor"]
-    doc_resp = c.get(BASE + "/doctor")
-    assert doc_resp.status_code in (200, 404)
+    doctor = expect(c.get(BASE + "/doctor"), 200)
+    assert isinstance(doctor["attention"], bool) and "supervisor" in doctor
     expect(c.get(BASE + "/nothing-here"), 404, "NOT_FOUND")
-    assert c.put(BASE + "/cards").status_code == 405
+    not_allowed = c.put(BASE + "/cards")
+    assert not_allowed.status_code == 405, not_allowed.text
     expect(c.get(BASE + "/cards", headers=bearer("lbt_nope")), 401, "UNAUTHORIZED")
     revoked = expect(c.delete(BASE + f"/tokens/{other['id']}"), 200)
     assert revoked["revoked_at"] is not None
