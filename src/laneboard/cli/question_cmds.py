@@ -1,4 +1,5 @@
-"""``lb card ask`` and ``lb card wait`` (attached to the ``card`` group)."""
+"""``lb card ask`` and ``lb card wait`` (attached to the ``card`` group), and through
+``handoff_cmds`` the director's ``lb card follow-up`` and ``lb card handoff``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from laneboard.cli.common import Context
 
 
 def register_card(card: Any) -> None:
-    """Add ``ask`` and ``wait`` to the ``lb card`` sub-command group."""
+    """Add ``ask``, ``wait``, ``follow-up`` and ``handoff`` to the ``lb card`` group."""
     p = card.add_parser("ask", help="ask a blocking question on your in_progress card")
     p.add_argument("ref")
     p.add_argument("text", help="the question (one decision round: Q1..Qn)")
@@ -25,6 +26,10 @@ def register_card(card: Any) -> None:
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_card_wait)
+
+    from laneboard.cli.handoff_cmds import register_card as register_handoff
+
+    register_handoff(card)
 
 
 def cmd_card_ask(ctx: Context) -> int:
