@@ -19,7 +19,8 @@ this card and round, counted across sessions) or ``turn`` (only on that turn of 
 session). ``{card}`` and ``{round}`` are substituted in strings.
 
 Run with ``--role director``, the agent plays the director lane: each prompt names its
-card on a ``Card: REF`` line and the steps come from that card's ``meta.director_script``
+card on a ``Card: REF`` line (the asking card, the card to route, or the accepted
+producer of a triage row) and the steps come from that card's ``meta.director_script``
 (none: the turn does nothing).
 """
 

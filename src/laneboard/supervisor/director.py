@@ -1,9 +1,9 @@
 """The director lane: the one content-decision lane, one session per project directory.
 
-It is opened only when a ``question`` or ``route`` row exists, runs on its own clock
-(never inside the dispatch tick, which waits on the very worker turn a question holds),
-and signs every board write as ``Director`` with a credential scoped to the row's card.
-It never claims, never implements and never moves a card to done.
+It is opened only when a ``question``, ``route`` or ``triage`` row exists, runs on its own
+clock (never inside the dispatch tick, which waits on the very worker turn a question
+holds), and signs every board write as ``Director`` with a credential scoped to the row's
+card. It never claims, never implements and never moves a card to done.
 
 - **question** rows: an agent's open ``question`` on an ``in_progress`` card. The
   director answers with a note and releases the card to ``todo``, or escalates it to
@@ -13,8 +13,16 @@ It never claims, never implements and never moves a card to done.
 - **route** rows: an unassigned ``todo`` card older than 30 minutes. The director
   assigns it one role from the routing table built from the roles' declared shapes;
   after 2 turns without an assignee the card is parked ``blocked`` (decision).
+- **triage** rows (``laneboard.supervisor.triage``): a producer accepted in the last 7
+  days whose ``meta.stage_handoff`` is ``required`` and whose delivery round has no
+  handoff decision. The director reads the round's ``## Handoff`` report section and
+  creates the proposed cards and records the round consumed, or declines it with a
+  reason. Judged from the decision marker on the producer; a producer no longer ``done``
+  makes the row stale; after 2 turns the row fails, the producer gets a note (it stays
+  ``done``) and ``lb doctor`` reports ``handoff_unconsumed``. Triage rows are enqueued
+  and run after question and route rows, so they never keep a held worker waiting.
 
-Rows live in the dispatch ``queue`` table (``kind`` = question | route, role
+Rows live in the dispatch ``queue`` table (``kind`` = question | route | triage, role
 ``director``) under the lane's own machine key, so the worker pool never takes them and
 they never count against the worker budget.
 """
@@ -30,17 +38,18 @@ from typing import Any
 
 from laneboard.agents.base import Adapter, AdapterError, Session
 from laneboard.agents.registry import adapter_for
+from laneboard.board import handoff
 from laneboard.board.tokens import Tokens
 from laneboard.domain.clock import MINUTE_MS
 from laneboard.domain.model import Card, CardKind, CommentKind
 from laneboard.domain.roles import Role
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import records
+from laneboard.supervisor import records, triage
 from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
 
-DIRECTOR = "Director"
+DIRECTOR = handoff.DECIDER  # the lane's board identity
 QUESTION_ATTEMPTS = 2
 ROUTE_ATTEMPTS = 2
 RETRY_MS = 30_000
@@ -48,6 +57,7 @@ ROUTE_AFTER_MS = 30 * MINUTE_MS
 DEFAULT_INTERVAL_MS = 5_000
 PROMPT_MAX = 6000
 QUESTION_MAX = 1500
+PASS_MAX = 50  # rows run in one pass of the lane
 
 
 def lane_machine(machine: str) -> str:
@@ -101,8 +111,9 @@ def open_question(tx: Any, card: Card) -> Any:
 
 
 def scan(rt: Runtime) -> dict[str, list[str]]:
-    """Enqueue question rows (open agent questions) and route rows (unowned todo cards)."""
-    out: dict[str, list[str]] = {"question": [], "route": []}
+    """Enqueue question rows (open agent questions), route rows (unowned todo cards) and,
+    after both, triage rows (accepted producers owing a handoff decision)."""
+    out: dict[str, list[str]] = {"question": [], "route": [], "triage": []}
     machine = lane_machine(rt.machine)
     with rt.store.write() as tx:
         now = tx.now()
@@ -157,6 +168,22 @@ def scan(rt: Runtime) -> dict[str, list[str]]:
                     card_id=card.id,
                     project_id=card.project_id,
                     payload={"queue": row.id, "kind": "route"},
+                )
+        for card in triage.producers(tx, now):  # last: post-acceptance work waits its turn
+            if triage.already_offered(_rows_for(tx, card.id, triage.KIND), card):
+                continue
+            project = projects.get(card.project_id)
+            if project is None or not project.path or not os.path.isdir(project.path):
+                continue
+            row = triage.enqueue(tx, card, machine, project.path)
+            if row is not None:
+                out["triage"].append(card.ref)
+                tx.append_event(
+                    "director.enqueued",
+                    rt.actor,
+                    card_id=card.id,
+                    project_id=card.project_id,
+                    payload={"queue": row.id, "kind": triage.KIND, "round": card.delivery_round},
                 )
     return out
 
@@ -235,25 +262,39 @@ class DirectorLane:
             t.join(timeout)
 
     def run_once(self) -> dict[str, Any]:
-        """Scan, then run every due row (one card per turn, rows in order)."""
+        """Scan, then run every due row, one card per turn: question and route rows first,
+        then triage rows, rescanning after each triage turn so a question asked meanwhile
+        goes ahead of the remaining triage."""
         rt = self.rt
         found = scan(rt)
         ran: list[dict[str, Any]] = []
-        with rt.store.read() as tx:
-            pending = records.queue_rows(
-                tx, machine=lane_machine(rt.machine), states=("pending",), limit=50
-            )
-            now = tx.now()
-        for row in pending:
-            if int(row.payload.get("not_before") or 0) > now:
-                continue
+        seen: set[int] = set()
+        for _ in range(PASS_MAX):
+            row = self._next_due(seen)
+            if row is None:
+                break
+            seen.add(row.id)
             with rt.store.write() as tx:
                 if not records.take_row(tx, row.id, rt.instance or "director"):
                     continue
                 taken = records.queue_row(tx, row.id)
             assert taken is not None
             ran.append(self._run_row(taken))
+            if taken.kind == triage.KIND:
+                for kind, refs in scan(rt).items():
+                    found[kind].extend(refs)
         return {"enqueued": found, "ran": ran}
+
+    def _next_due(self, seen: set[int]) -> QueueRow | None:
+        with self.rt.store.read() as tx:
+            pending = records.pending_rows(
+                tx, lane_machine(self.rt.machine), last_kinds=(triage.KIND,)
+            )
+            now = tx.now()
+        for row in pending:
+            if row.id not in seen and int(row.payload.get("not_before") or 0) <= now:
+                return row
+        return None
 
     def _run_row(self, row: QueueRow) -> dict[str, Any]:
         rt = self.rt
@@ -266,6 +307,13 @@ class DirectorLane:
             if q is None:
                 return self._finish(row, "failed", "the question comment is gone")
             prompt = question_prompt(card, q.body, q.author)
+        elif row.kind == triage.KIND:
+            settled, verdict = triage.verdict(card, row)
+            if settled:  # stale or decided before the turn: completed without one
+                return self._finish(row, "done", f"before the turn: {verdict}")
+            with rt.store.read() as tx:
+                section = handoff.round_section(tx, card)
+            prompt = triage.prompt(card, section, routing_table(rt))
         else:
             if card.status is not Status.TODO or card.assignee is not None:
                 return self._finish(row, "done", "routed before the turn")
@@ -276,16 +324,24 @@ class DirectorLane:
             settled = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
             verdict = f"card is {fresh.status.value}"
             bound = QUESTION_ATTEMPTS
+        elif row.kind == triage.KIND:
+            settled, verdict = triage.verdict(fresh, row)
+            bound = triage.ATTEMPTS
         else:
             settled = fresh.assignee is not None or fresh.status is not Status.TODO
             verdict = f"assigned to {fresh.assignee}" if fresh.assignee else "still unassigned"
             bound = ROUTE_ATTEMPTS
-        if fresh.status is Status.DONE:
+        if fresh.status is Status.DONE and row.kind != triage.KIND:
             rt.log.error("director", "the director must never close a card", card=card.ref)
         if settled:
             return self._finish(row, "done", verdict)
         why = error or f"the turn ended and the {row.kind} is not settled ({verdict})"
         if row.attempts >= bound:
+            if row.kind == triage.KIND:  # a note on the producer; a done card is never parked
+                rnd = int(row.payload.get("round") or row.round)
+                rt.board.comment(
+                    rt.actor, card.id, triage.exhausted_note(card, rnd, bound, why), "note"
+                )
             if row.kind == "route":
                 with rt.store.write() as tx:
                     current = tx.card(card.id)

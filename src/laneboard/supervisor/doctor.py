@@ -2,8 +2,10 @@
 
 It claims, dispatches and writes nothing. ``attention`` is true when something needs a
 person: a wedged or unresponsive pool, a stale patrol, stuck cards, blocked acceptances,
-looping cards, orphaned rows, stale or unlanded lanes, or overdue schedules. Facts that
-are normal waiting (``in_review`` cards waiting on a human) are listed but do not set it.
+looping cards, orphaned rows, stale or unlanded lanes, overdue schedules, or accepted
+handoffs the director could not decide (``handoff_unconsumed``, looking back 7 days).
+Facts that are normal waiting (``in_review`` cards waiting on a human) are listed but do
+not set it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from laneboard.config import SupervisorConfig
 from laneboard.domain.clock import MINUTE_MS, Clock, iso
 from laneboard.domain.model import Card, CardKind
 from laneboard.store import Store
+from laneboard.supervisor.triage import unconsumed
 
 HOUR_MS = 60 * MINUTE_MS
 DAY = 24 * HOUR_MS
@@ -103,6 +106,7 @@ def doctor_report(
         processing = tx.all(
             "SELECT * FROM queue WHERE kind = 'handoff' AND state = 'processing' AND pid IS NOT NULL"
         )
+        handoff_unconsumed = unconsumed(tx, now)
     truncated = len(cards) >= BOARD_LIMIT
     by_id = {c.id: c for c in cards}
     terminal = {c.id for c in cards if c.terminal}
@@ -267,6 +271,7 @@ def doctor_report(
         ("looping cards", [x for v in looping.values() for x in v]),
         ("awaiting cards", awaiting),
         ("exhausted question or route rows", question_lane),
+        ("unconsumed handoffs", handoff_unconsumed),
         ("unowned todo cards", unowned),
         ("orphaned rows", orphaned),
         ("stale lanes", lanes.get("stale") or []),
@@ -291,6 +296,7 @@ def doctor_report(
         "looping": {**{k: v for k, v in looping.items()}, "total": looping_total},
         "awaiting": awaiting,
         "question_lane": question_lane,
+        "handoff_unconsumed": handoff_unconsumed,
         "unowned": unowned,
         "orphaned": orphaned,
         "lanes": lanes,
@@ -326,6 +332,7 @@ def render(r: dict[str, Any]) -> str:
             section(f"looping: {kind}", items)
     section("awaiting", r["awaiting"])
     section("question lane", r["question_lane"])
+    section("handoff unconsumed", r.get("handoff_unconsumed") or [])
     section("unowned", r["unowned"])
     section("orphaned", r["orphaned"])
     if r["lanes"]["checked"]:

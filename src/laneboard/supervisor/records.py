@@ -152,6 +152,22 @@ def queue_rows(
     return [_qrow(r) for r in got]
 
 
+def pending_rows(
+    tx: Tx, machine: str, *, last_kinds: tuple[str, ...] = (), limit: int = 200
+) -> list[QueueRow]:
+    """Pending rows of one machine key, oldest first, rows of ``last_kinds`` after all others."""
+    params: list[Any] = [machine]
+    order = "id"
+    if last_kinds:
+        order = f"CASE WHEN kind IN ({','.join('?' * len(last_kinds))}) THEN 1 ELSE 0 END, id"
+        params.extend(last_kinds)
+    got = tx.all(
+        f"SELECT * FROM queue WHERE machine = ? AND state = 'pending' ORDER BY {order} LIMIT ?",
+        [*params, limit],
+    )
+    return [_qrow(r) for r in got]
+
+
 def active_card_ids(tx: Tx) -> set[int]:
     return {
         int(r["card_id"])
