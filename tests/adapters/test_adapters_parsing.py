@@ -172,6 +172,15 @@ def test_claude_error_result_fails_the_turn_with_its_reason() -> None:
     assert "unexpected request" in result.error
 
 
+def test_claude_api_error_reported_as_a_success_result_fails_the_turn() -> None:
+    # what the pinned CLI prints when the model's response cannot be parsed
+    bad = {**CLAUDE[-1], "subtype": "success", "is_error": True}
+    bad["result"] = "API Error: Failed to parse JSON"
+    result = feed(ClaudeParser(), [*CLAUDE[:-1], bad]).result()
+    assert not result.ok
+    assert result.error == "claude turn ended with an error: API Error: Failed to parse JSON"
+
+
 def test_codex_stream_sums_usage_over_the_turn() -> None:
     result = feed(CodexParser(request_id=7), list(CODEX)).result()
     assert result.ok, result.error
@@ -308,3 +317,47 @@ def test_the_driver_interrupts_at_the_deadline_and_stops_a_deaf_process(
     assert result.timed_out and result.interrupted and not result.ok
     assert result.error is not None and "did not end the turn after an interrupt" in result.error
     assert not proc.alive()
+
+
+def test_the_turn_ends_when_a_launcher_dies_and_the_agent_it_started_holds_the_stream(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import time
+
+    from laneboard.agents.procs import pid_alive
+
+    child_pid = tmp_path / "child.pid"
+    # a launcher (like a node wrapper) whose child inherits stdout and outlives it
+    child = (
+        f"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    )
+    launcher = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(120)"
+    )
+    proc = LineProcess(
+        [sys.executable, "-c", launcher],
+        cwd=str(tmp_path),
+        env={"PATH": "/usr/bin:/bin"},
+        stderr_path=None,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not child_pid.exists() or not child_pid.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # only the launcher dies
+        started = time.monotonic()
+        result = TurnDriver(proc, CodexParser(), stderr_path=None, send_interrupt=lambda: None).run(
+            60
+        )
+        took = time.monotonic() - started
+    finally:
+        proc.close()
+    assert took < 15, took  # not the 60 s deadline
+    assert not result.ok and not result.timed_out
+    assert result.error is not None and "exited before the turn finished" in result.error
+    assert result.exit_code == -signal.SIGKILL
+    assert not pid_alive(int(child_pid.read_text()))

@@ -96,7 +96,8 @@ class ClaudeParser(TurnParser):
                 errors = obj.get("errors")
                 if isinstance(errors, list) and errors:
                     detail = "; ".join(str(e) for e in errors)
-                self.fail(f"claude turn ended with {subtype}" + (f": {detail}" if detail else ""))
+                what = "an error" if subtype == "success" else subtype  # is_error on a "success"
+                self.fail(f"claude turn ended with {what}" + (f": {detail}" if detail else ""))
             self.emit("result", subtype=subtype, usage=self.usage.to_dict())
             return
         # control_response, stream_event, rate limit notices ...: nothing to record

@@ -8,7 +8,9 @@ in step with the agent (the next turn does not start inside this one's tail).
 
 ``drive_turn`` runs a parser against a live ``LineProcess`` with a deadline: at the deadline
 it asks the session to interrupt, waits a grace period for the end event, and kills the
-process if none comes. Unit tests feed recorded streams straight into the parsers.
+process if none comes. When the agent's own process is gone but the stream stays open (a
+launcher killed while the agent it started lives on), what it started is stopped, so the
+turn ends instead of waiting out its deadline. Unit tests feed recorded streams straight into the parsers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from laneboard.agents.base import AgentEvent, EventSink, TurnResult, Usage
 from laneboard.agents.procs import LineProcess
 
 INTERRUPT_GRACE_S = 15.0
+ORPHAN_GRACE_S = 2.0  # the agent exited but its output is still open: stop what it started
 MAX_EVENTS = 2000  # a turn keeps at most this many events (the oldest text deltas go first)
 
 
@@ -164,6 +167,8 @@ class TurnDriver:
         timed_out = False
         interrupt_sent = False
         killed = False
+        exited_at: float | None = None  # the agent's own process was first seen gone
+        orphans_stopped = False
         while not self.parser.done:
             if self.interrupt_requested.is_set() and not interrupt_sent:
                 interrupt_sent = True
@@ -187,6 +192,11 @@ class TurnDriver:
             try:
                 raw = self.proc.lines.get(timeout=min(0.2, max(0.0, deadline - now)))
             except queue.Empty:
+                if not orphans_stopped and not self.proc.alive():
+                    exited_at = exited_at or time.monotonic()
+                    if time.monotonic() - exited_at >= ORPHAN_GRACE_S:
+                        orphans_stopped = True
+                        self.proc.kill_orphans()
                 continue
             if raw is None:
                 self.proc.lines.put(None)  # keep EOF visible to later turns

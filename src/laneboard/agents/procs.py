@@ -67,7 +67,15 @@ class LineProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
+        else:
+            self.kill_orphans()
         self._release()
+
+    def kill_orphans(self) -> None:
+        """The agent's own process is gone: stop what it started, which may still hold its
+        output open (a launcher killed on its own leaves the real agent running)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def _release(self) -> None:
         """After the process ended: let the reader drain, then close our pipe ends."""
