@@ -21,7 +21,7 @@ import pytest
 
 from laneboard.board.service import Board
 from laneboard.domain.clock import MINUTE_MS, FakeClock, iso
-from laneboard.domain.model import agent, human
+from laneboard.domain.model import agent, human, system
 from laneboard.store import Store
 from laneboard.store.migrations import declared
 from laneboard.supervisor import patrol
@@ -456,3 +456,32 @@ def test_a_canceled_review_card_does_not_hide_a_missing_review(harness: Harness)
     h.board.move(ME, r.ref, "canceled", reason="wrong reviewer")
     [a] = h.run().sent
     assert (a["row"], a["card"]) == ("review_missing", d.ref)
+
+
+def test_blocked_evidence_names_only_the_current_episode(harness: Harness) -> None:
+    """hold_* meta outlives a hold and blocked meta outlives a block: the alert for a
+    person's block after a released hold names the block, and a hold after a person's
+    block names the hold."""
+    h = harness
+    c = h.board.create_card(ME, "P", "held once, then blocked by a person")
+    with h.store.write() as tx:
+        card = tx.card(c.id)
+        assert card is not None
+        h.board.hold(tx, system(), card, "dispatch", 3, "the agent cannot be started.")
+    h.clock.advance(minutes=121)
+    [held] = [a for a in h.run().sent if a["row"] == "blocked_waiting"]
+    assert (held["evidence"]["hold_cycle"], held["evidence"]["blocked"]) == ("dispatch", None)
+    h.board.move(ME, c.ref, "todo")  # a person fixed it
+    h.board.move(ME, c.ref, "blocked", reason="external", note="vendor")
+    h.clock.advance(minutes=121)
+    [block] = [a for a in h.run().sent if a["row"] == "blocked_waiting"]
+    assert block["evidence"]["hold_cycle"] is None
+    assert block["evidence"]["blocked"] == {"reason": "external", "note": "vendor"}
+    h.board.move(ME, c.ref, "todo")
+    with h.store.write() as tx:
+        card = tx.card(c.id)
+        assert card is not None
+        h.board.hold(tx, system(), card, "admission", 5, "the lane cannot be prepared.")
+    h.clock.advance(minutes=121)
+    [again] = [a for a in h.run().sent if a["row"] == "blocked_waiting"]
+    assert (again["evidence"]["hold_cycle"], again["evidence"]["blocked"]) == ("admission", None)

@@ -316,6 +316,9 @@ def card_alerts(tx: Tx, card: Card, now: int, s: PatrolSettings) -> list[Alert]:
             if a:
                 out.append(a)
     if card.status is Status.BLOCKED:
+        # hold_* and blocked meta outlive their episode: name only the current one's
+        hold_at = card.meta.get("hold_at")
+        held = isinstance(hold_at, int) and hold_at >= card.status_since
         a = _tiered(
             "blocked_waiting",
             card,
@@ -325,8 +328,8 @@ def card_alerts(tx: Tx, card: Card, now: int, s: PatrolSettings) -> list[Alert]:
             (s.blocked_min, s.blocked_escalate_min),
             working=True,
             evidence={
-                "hold_cycle": card.meta.get("hold_cycle"),
-                "blocked": card.meta.get("blocked"),
+                "hold_cycle": card.meta.get("hold_cycle") if held else None,
+                "blocked": None if held else card.meta.get("blocked"),
             },
         )
         if a:
