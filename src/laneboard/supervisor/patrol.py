@@ -6,7 +6,7 @@ Rows (each alert is one record with a stable ``dedup_key``):
 row                  measured from                            tiers (minutes)
 ===================  =======================================  ==========================
 heartbeat_stale      the claim heartbeat (epics excluded)     30 overdue, 360 escalate
-heartbeat_unreadable an in_progress card without a usable one  at once (critical)
+heartbeat_unreadable the claim, when no usable heartbeat      10 none, at once future
 question_waiting     the newest open question                 60 overdue, 1440 escalate
 blocked_waiting      the move to blocked                      120 overdue, 1440 escalate
 review_aging         a review card's creation (not in review) 60 overdue
