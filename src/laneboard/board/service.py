@@ -119,7 +119,7 @@ class Board:
         return p
 
     @staticmethod
-    def _may_write(actor: Actor, card: Card) -> None:
+    def _may_write(actor: Actor, card: Card | claims.ClaimProbe) -> None:
         if actor.kind is ActorKind.AGENT and actor.card_id is not None and actor.card_id != card.id:
             raise LaneboardError(
                 "FORBIDDEN",
@@ -626,9 +626,15 @@ class Board:
 
     @staticmethod
     def _close_rule_first(actor: Actor, card: Card, dst: Status) -> None:
-        """Acceptance authority answers a close before the credential's scope does, so an
-        agent that may not close a card hears why (``ACCEPTANCE_FORBIDDEN``)."""
-        if dst is Status.DONE and card.status in (Status.IN_REVIEW, Status.IN_PROGRESS):
+        """An agent closing a card outside its credential's scope hears the acceptance
+        rule first when that rule refuses it too (``ACCEPTANCE_FORBIDDEN``, e.g. a reviewer
+        closing a ``human`` card); otherwise the scope refusal follows as usual."""
+        if (
+            dst is Status.DONE
+            and card.status in (Status.IN_REVIEW, Status.IN_PROGRESS)
+            and actor.kind is ActorKind.AGENT
+            and actor.card_id not in (None, card.id)
+        ):
             authority.check_close(card, actor)
 
     def _run_gates(
@@ -738,10 +744,8 @@ class Board:
                 row = self._claim_expected(tx, actor, probe, who, session_id)
                 if row is None:  # the card changed since the probe: the exact path decides
                     return self.claim_in(tx, actor, ref, who, session_id)
-            deps = self.store.query(
-                "SELECT depends_on FROM links WHERE card_id = ? ORDER BY depends_on", (row["id"],)
-            )
-            return rows.card(row, tuple(int(d["depends_on"]) for d in deps))
+            deps = str(probe["deps"] or "")
+            return rows.card(row, tuple(int(d) for d in deps.split(",") if d))
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -819,15 +823,25 @@ class Board:
         One read statement on its own snapshot: refusing on it is the same as losing
         the race at that instant. A claim that looks winnable goes on to the CAS with
         the row read here (None: the card does not exist; the write path says so).
+        Only the claim fields are read and decoded: losing is the common case in a race.
         """
         r = inputs.card_ref(ref)
-        got = self.store.query(claim_probe_sql("id" if isinstance(r, int) else "ref"), (r,))
+        by = "id" if isinstance(r, int) else "ref"
+        got = self.store.query(claim_probe_sql(by, self.store.dialect == "postgresql"), (r,))
         if not got:
             return None
-        card = rows.card(got[0])
-        self._may_write(actor, card)
-        self._refuse_claim(card, actor, who, bool(got[0]["deps_done"]), self.store.clock.now_ms())
-        return got[0]
+        row = got[0]
+        probe = claims.ClaimProbe(
+            int(row["id"]),
+            str(row["ref"]),
+            Status(row["status"]),
+            row["assignee"],
+            row["holder"],
+            row["heartbeat_at"],
+        )
+        self._may_write(actor, probe)
+        self._refuse_claim(probe, actor, who, bool(row["deps_done"]), self.store.clock.now_ms())
+        return row
 
     def _claim_expected(
         self, tx: Tx, actor: Actor, probe: Row, who: str, session_id: str | None
@@ -873,7 +887,9 @@ class Board:
             },
         )
 
-    def _refuse_claim(self, card: Card, actor: Actor, who: str, deps_done: bool, now: int) -> None:
+    def _refuse_claim(
+        self, card: Card | claims.ClaimProbe, actor: Actor, who: str, deps_done: bool, now: int
+    ) -> None:
         verdict = claims.claim_verdict(
             card, who, deps_done, now, self.windows, may_bypass_assignee=actor.is_human
         )

@@ -9,10 +9,36 @@ the card's claim epoch, the fencing token carried by the claimant's later writes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from laneboard.domain.clock import HOUR_MS, MINUTE_MS
 from laneboard.domain.model import Card
 from laneboard.domain.status import Status
+
+
+class ClaimState(Protocol):
+    """What the claim rules read of a card (a ``Card`` or a lighter claim probe)."""
+
+    @property
+    def status(self) -> Status: ...
+    @property
+    def assignee(self) -> str | None: ...
+    @property
+    def holder(self) -> str | None: ...
+    @property
+    def heartbeat_at(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class ClaimProbe:
+    """A card's claim fields, read without decoding the rest of the row."""
+
+    id: int
+    ref: str
+    status: Status
+    assignee: str | None
+    holder: str | None
+    heartbeat_at: int | None
 
 
 @dataclass(frozen=True)
@@ -33,7 +59,7 @@ class ClaimVerdict:
 
 
 def claim_verdict(
-    card: Card,
+    card: ClaimState,
     holder: str,
     deps_done: bool,
     now_ms: int,

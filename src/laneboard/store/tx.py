@@ -49,11 +49,18 @@ _NOT_READY = (
 )
 
 
-def claim_probe_sql(by: str) -> str:
-    """One read statement: a card row (by ``id`` or ``ref``) plus ``deps_done``."""
+def claim_probe_sql(by: str, pg: bool) -> str:
+    """One read statement: a card's claim fields, ``deps_done`` and its dependency ids."""
     assert by in ("id", "ref")
+    deps = (
+        "string_agg(depends_on::text, ',' ORDER BY depends_on)"
+        if pg
+        else "group_concat(depends_on, ',')"
+    )
     return (
-        f"SELECT cards.*, CASE WHEN {_NOT_READY} THEN 0 ELSE 1 END AS deps_done "
+        "SELECT id, ref, status, assignee, holder, heartbeat_at, version, "
+        f"CASE WHEN {_NOT_READY} THEN 0 ELSE 1 END AS deps_done, "
+        f"(SELECT {deps} FROM links WHERE links.card_id = cards.id) AS deps "
         f"FROM cards WHERE {by} = ?"
     )
 
