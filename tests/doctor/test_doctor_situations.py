@@ -547,11 +547,6 @@ def test_an_epic_in_progress_is_never_stuck(doc: Doc) -> None:
     assert rep["stuck"] == [] and rep["attention"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="doctor bug: with no patrol mark yet, a supervisor that started a second ago "
-    "is reported as a stale patrol (it should count three tick intervals from its start)",
-)
 def test_a_supervisor_that_just_started_has_no_stale_patrol(doc: Doc) -> None:
     with doc.store.write() as tx:
         instances.register(tx, MACHINE, TIME, {"pid": os.getpid()})
@@ -561,11 +556,6 @@ def test_a_supervisor_that_just_started_has_no_stale_patrol(doc: Doc) -> None:
     assert rep["patrol"]["stale"] is False and rep["attention"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="doctor bug: the patrol freshness is read from any machine's patrol:<machine> "
-    "mark, so another machine's patrol hides this supervisor's missing one",
-)
 def test_another_machines_patrol_does_not_vouch_for_this_one(doc: Doc) -> None:
     with doc.store.write() as tx:
         iid = instances.register(tx, MACHINE, TIME, {"pid": os.getpid()})
@@ -580,11 +570,6 @@ def test_another_machines_patrol_does_not_vouch_for_this_one(doc: Doc) -> None:
     assert rep["reasons"] == ["patrol has not completed recently"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="doctor bug: hold_* meta outlives the hold, so a card once held, released by a "
-    "person and later blocked by a person is reported as held (looping) with the old cycle",
-)
 def test_a_released_hold_does_not_make_a_later_block_a_loop(doc: Doc) -> None:
     c = doc.board.create_card(ME, "D", "held once", assignee="worker")
     with doc.store.write() as tx:

@@ -20,6 +20,7 @@ from laneboard.config import SupervisorConfig
 from laneboard.domain.clock import MINUTE_MS, Clock, iso
 from laneboard.domain.model import Card, CardKind
 from laneboard.store import Store
+from laneboard.supervisor import instances
 from laneboard.supervisor.triage import unconsumed
 
 HOUR_MS = 60 * MINUTE_MS
@@ -80,12 +81,13 @@ def doctor_report(
             statuses=["todo", "in_progress", "awaiting", "blocked", "in_review", "done"],
             limit=BOARD_LIMIT,
         )
-        marks = [
+        here = machine or instances.machine_name()
+        marks = [  # only this machine's patrol vouches for this machine's supervisor
             {"name": r["name"], "at": int(r["at"]), "info": json.loads(r["info"])}
-            for r in tx.all(
-                "SELECT * FROM patrol_marks WHERE name LIKE 'patrol:%' ORDER BY at DESC"
-            )
+            for r in tx.all("SELECT * FROM patrol_marks WHERE name = ?", (f"patrol:{here}",))
         ]
+        sup_row = instances.current(tx, here)
+        sup_started = int(sup_row["started_at"]) if sup_row is not None else None
         handoffs = tx.all(
             "SELECT card_id, state, created_at FROM queue WHERE kind = 'handoff' "
             "AND created_at >= ?",
@@ -156,7 +158,11 @@ def doctor_report(
             looping["review_reopens"].append(
                 _card_line(c, now, review_retry=retry, review_of=c.meta.get("review_of"))
             )
-        if c.status.value == "blocked" and c.meta.get("hold_cycle"):
+        if (
+            c.status.value == "blocked"
+            and c.meta.get("hold_cycle")
+            and int(c.meta.get("hold_at") or 0) >= c.status_since  # this block is the hold
+        ):
             looping["held"].append(
                 _card_line(
                     c,
@@ -232,7 +238,9 @@ def doctor_report(
     patrol_stale = False
     sup_state = status["supervisor"]["state"]
     if sup_state in ("running", "starting"):
-        patrol_stale = last_patrol is None or now - last_patrol["at"] > 3 * t.tick_interval * 1000
+        # three tick intervals from the last patrol, or from the start when none ran yet
+        since = last_patrol["at"] if last_patrol else sup_started
+        patrol_stale = since is None or now - since > 3 * t.tick_interval * 1000
     patrol = {
         "last_ok_at": iso(last_patrol["at"]) if last_patrol else None,
         "age_min": _age_min(now, last_patrol["at"]) if last_patrol else None,
