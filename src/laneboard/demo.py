@@ -213,7 +213,8 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["", "main branch of the project:"] + [f"  {ln}" for ln in summary["main_log"]]
     lines += [
         "",
-        f"project: {summary['project']}",
+        f"project: {summary['project']}"
+        + ("" if summary.get("kept") else "  (removed on exit; run lb demo --keep to keep it)"),
         "demo "
         + (
             "finished: every card landed"
