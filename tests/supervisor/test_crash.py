@@ -54,7 +54,12 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
     board = Board(store)
     board.add_project(human(), "K", path=str(proj))
     script = [
-        {"run": f"echo start {{card}} $$ $(date +%s.%N) >> {trace}"},
+        {  # a worker that finds an earlier worker of its card still running says so
+            "run": f"for p in $(awk '$1 == \"start\" && $2 == \"{{card}}\" {{print $3}}' "
+            f"{trace} 2>/dev/null); do s=$(awk '{{print $3}}' /proc/$p/stat 2>/dev/null); "
+            f'[ -n "$s" ] && [ "$s" != Z ] && echo overlap {{card}} $p >> {trace}; done; '
+            f"echo start {{card}} $PPID $(date +%s.%N) >> {trace}"
+        },
         {"sleep": 2, "attempt": 1},
         {"run": f"echo end {{card}} $$ >> {trace}"},
         {"deliver": "done"},
@@ -111,6 +116,7 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
     # never two workers on one card: the first agent (killed by the lost pipe only after
     # its 2 s sleep) was still alive at restart, so the second may start only after that
     lines = [ln.split() for ln in trace.read_text().splitlines()]
+    assert [ln for ln in lines if ln[0] == "overlap"] == []
     for ref in refs:
         starts = [float(ln[3]) for ln in lines if ln[0] == "start" and ln[1] == ref]
         assert len(starts) == 2 and starts[1] - starts[0] >= 2.0
