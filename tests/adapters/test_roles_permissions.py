@@ -196,3 +196,17 @@ def test_agent_env_keeps_the_users_env_but_not_laneboards_secrets() -> None:
     }
     bare = agent_env(base, token=None, card_ref=None, db_url=None)
     assert not [k for k in bare if k.startswith("LANEBOARD_")]
+
+
+def test_codex_sandbox_names_the_repository_and_the_lanes_own_git_directory(repo: Path) -> None:
+    import subprocess
+
+    from laneboard.agents.codex import git_dirs
+
+    lane = repo / ".worktrees" / "WEB-1"
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "-b", "lane/WEB-1", str(lane)], cwd=repo, check=True
+    )
+    assert git_dirs(str(lane)) == [str(repo / ".git"), str(repo / ".git" / "worktrees" / "WEB-1")]
+    assert git_dirs(str(repo)) == [str(repo / ".git")]
+    assert git_dirs(str(repo.parent)) == []  # not a repository

@@ -9,9 +9,9 @@ followed by notifications (``item/*``, ``thread/tokenUsage/updated``) until
 ``thread/start`` answers, before the first turn.
 
 The permission boundary: every turn runs in the ``workspace-write`` sandbox (the lane, the
-repository's git directory and the SQLite board's directory are writable) with the
-``untrusted`` approval policy, and the adapter itself answers each approval request from
-the role's tool set — file changes only for the worker lane, shell commands only when every
+repository's git directory, the lane's own git directory and the SQLite board's directory
+are writable) with the ``untrusted`` approval policy, and the adapter itself answers each
+approval request from the role's tool set — file changes only for the worker lane, shell commands only when every
 part of them starts with one of the role's commands (``lb``, ``git``, the checks). Nothing
 waits for a human. ``allow_all_tools`` switches to ``danger-full-access`` with approvals
 ``never``.
@@ -150,18 +150,26 @@ def sqlite_dir(db_url: str | None) -> str | None:
     return os.path.dirname(os.path.abspath(path)) if path else None
 
 
-def git_dir(cwd: str) -> str | None:
+def git_dirs(cwd: str) -> list[str]:
+    """The repository's git directory and, in a lane (a linked worktree), the lane's own.
+
+    Codex's sandbox keeps the git directory a worktree's ``.git`` file points to read-only
+    even under a writable repository git directory, so it is named as a root of its own:
+    without it ``git add`` in the lane, and so a delivery's commit, fails.
+    """
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir"],
             cwd=cwd,
             capture_output=True,
             text=True,
             timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+        return []
+    if out.returncode != 0:
+        return []
+    return list(dict.fromkeys(line.strip() for line in out.stdout.splitlines() if line.strip()))
 
 
 class CodexSession:
@@ -195,7 +203,7 @@ class CodexSession:
         roots = [
             r
             for r in [
-                git_dir(cwd),
+                *git_dirs(cwd),
                 sqlite_dir(db_url),
                 *[str(p) for p in adapter.config.get("writable_roots") or ()],
             ]
