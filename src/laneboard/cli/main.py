@@ -26,7 +26,21 @@ COMMAND_MODULES = (
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error USAGE: {message} — see: {self.prog} --help\n")
+        self.exit(2, f"error USAGE: {message} — see: {self._command_prog()} --help\n")
+
+    def _command_prog(self) -> str:
+        """The deepest command named on the command line (its own --help is the useful one)."""
+        import sys
+
+        here: argparse.ArgumentParser = self
+        for word in sys.argv[1:]:
+            if word.startswith("-"):
+                continue
+            subs = [a for a in here._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or word not in subs[0].choices:
+                break
+            here = subs[0].choices[word]
+        return here.prog
 
 
 def build_parser() -> argparse.ArgumentParser:
