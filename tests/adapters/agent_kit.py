@@ -75,6 +75,8 @@ class Kind:
                 'model = "gpt-5.5"\nmodel_provider = "mock"\n'
                 '[model_providers.mock]\nname = "mock"\n'
                 f'base_url = "{self.server.url}/v1"\nwire_api = "responses"\n'
+                # the scripted server answers each reply once: a retry would take the next
+                "stream_max_retries = 0\nrequest_max_retries = 0\n"
             )
             extra = {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "test-key"}
         else:
@@ -106,6 +108,12 @@ class Kind:
             db_url=board.get("db"),
             extra=extra,
         )
+
+    @property
+    def requests_per_broken_reply(self) -> int:
+        """Model requests one broken response costs: Claude Code follows a broken stream
+        with the same request unstreamed."""
+        return 2 if self.name == "claude" else 1
 
     def bash(self, command: str) -> ToolCall:
         if self.name == "claude":

@@ -9,7 +9,14 @@ It speaks three streaming wire formats on 127.0.0.1:
 Each test gives it a script: a list of ``Reply`` objects, served in order, one per model
 request. A reply is some text and/or tool calls; ``expect`` names strings that must appear
 in the request (so a test can prove the model saw the earlier conversation); ``hang`` makes
-the reply start streaming and then stall until the server is released (for interrupts).
+the reply start streaming and then stall until the server is released (for interrupts);
+``malformed`` sends a broken stream instead of the reply (``"truncated"``: the first events,
+then the connection closes before the stream's end event; ``"garbage"``: an event whose
+data is not JSON, then the connection closes).
+
+Conversations that run at the same time (a worker and a reviewer) get their own scripts:
+``add(..., route=MARKER)`` queues replies for the requests whose body contains ``MARKER``;
+a request that contains no route's marker takes the next reply of the default script.
 
 The server fails loudly: a request it has no reply for, an unknown path, or a request that
 lacks an expected string is logged in ``errors`` and answered with HTTP 400 and a clear
@@ -48,6 +55,8 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     expect: tuple[str, ...] = ()
     hang: bool = False
+    malformed: str = ""
+    """``"truncated"`` or ``"garbage"``: send a broken stream instead of this reply."""
     input_tokens: int = 11
     output_tokens: int = 7
 
@@ -58,6 +67,7 @@ class Logged:
     body: dict[str, Any]
     reply: int | None  # index into the script, None for side requests and errors
     side: bool = False
+    route: str = ""
 
     @property
     def text(self) -> str:
@@ -75,10 +85,12 @@ def side_request(path: str, body: dict[str, Any]) -> bool:
 
 class ModelServer:
     def __init__(self, script: Iterable[Reply] = ()) -> None:
-        self.script: list[Reply] = list(script)
+        self.scripts: dict[str, list[Reply]] = {"": list(script)}
+        self.cursors: dict[str, int] = {"": 0}
         self.log: list[Logged] = []
         self.errors: list[str] = []
         self.served = 0
+        self.stalls = 0  # hang replies that have started stalling
         self.hanging = threading.Event()  # set while a hang reply is stalled
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -86,6 +98,10 @@ class ModelServer:
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+
+    @property
+    def script(self) -> list[Reply]:
+        return self.scripts[""]
 
     @property
     def port(self) -> int:
@@ -110,19 +126,34 @@ class ModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def add(self, *replies: Reply) -> None:
+    def add(self, *replies: Reply, route: str = "") -> None:
+        """Queue replies on the default script, or on the script of requests naming ``route``."""
         with self._lock:
-            self.script.extend(replies)
+            self.scripts.setdefault(route, []).extend(replies)
+            self.cursors.setdefault(route, 0)
 
     def release(self) -> None:
         """Let a stalled (hang) reply finish."""
         self._release.set()
 
-    def turns(self) -> list[Logged]:
-        return [e for e in self.log if e.reply is not None]
+    def turns(self, route: str | None = None) -> list[Logged]:
+        """Requests answered from a script (all of them, or one route's)."""
+        return [e for e in self.log if e.reply is not None and (route is None or e.route == route)]
 
-    def wait_hanging(self, timeout: float = 60.0) -> bool:
-        return self.hanging.wait(timeout)
+    def pending(self, route: str = "") -> int:
+        """Replies of a script not yet served."""
+        with self._lock:
+            return len(self.scripts.get(route, [])) - self.cursors.get(route, 0)
+
+    def wait_hanging(self, timeout: float = 60.0, count: int = 1) -> bool:
+        """Wait until ``count`` hang replies (in all) have started stalling."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.stalls >= count:
+                    return True
+            time.sleep(0.05)
+        return False
 
     # -- request handling -------------------------------------------------------------------
 
@@ -131,30 +162,36 @@ class ModelServer:
             if side_request(path, body):
                 self.log.append(Logged(path, body, None, side=True))
                 return Reply(text="Side reply"), None
-            if self.served >= len(self.script):
+            text = json.dumps(body)
+            route = next((r for r in self.scripts if r and r in text), "")
+            script, served = self.scripts[route], self.cursors[route]
+            name = f"route {route!r}" if route else "the default script"
+            if served >= len(script):
                 msg = (
-                    f"model server: unexpected request #{self.served + 1} to {path}: "
-                    f"the script has only {len(self.script)} replies"
+                    f"model server: unexpected request #{self.served + 1} to {path} "
+                    f"({name}): the script has only {len(script)} replies"
                 )
                 self.errors.append(msg)
-                self.log.append(Logged(path, body, None))
+                self.log.append(Logged(path, body, None, route=route))
                 return None, msg
-            reply = self.script[self.served]
-            text = json.dumps(body)
+            reply = script[served]
             missing = [s for s in reply.expect if s not in text]
             if missing:
                 msg = (
-                    f"model server: request #{self.served + 1} to {path} lacks expected "
-                    f"text {missing!r}"
+                    f"model server: request #{self.served + 1} to {path} ({name}, reply "
+                    f"{served + 1}) lacks expected text {missing!r}"
                 )
                 self.errors.append(msg)
-                self.log.append(Logged(path, body, None))
+                self.log.append(Logged(path, body, None, route=route))
                 return None, msg
-            self.log.append(Logged(path, body, self.served))
+            self.log.append(Logged(path, body, served, route=route))
+            self.cursors[route] = served + 1
             self.served += 1
             return reply, None
 
     def stall(self) -> None:
+        with self._lock:
+            self.stalls += 1
         self.hanging.set()
         self._release.wait(120)
 
@@ -203,6 +240,9 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             model = str(body.get("model") or "test-model")
             if wire == "anthropic" and not body.get("stream"):
+                if reply.malformed:
+                    self._broken_json(anthropic_message(reply, model), reply.malformed)
+                    return
                 self._json(anthropic_message(reply, model))
                 return
             events = {
@@ -210,6 +250,9 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 "responses": responses_events,
                 "chat": chat_events,
             }[wire](reply, model)
+            if reply.malformed:
+                self._broken(events, reply.malformed)
+                return
             self._stream(events, reply.hang)
 
         def _json(self, data: dict[str, Any]) -> None:
@@ -237,6 +280,44 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("x-should-retry", "false")
             self.end_headers()
             self.wfile.write(payload)
+
+        def _broken_json(self, data: dict[str, Any], how: str) -> None:
+            """A JSON body that breaks off (truncated) or is not JSON (garbage)."""
+            payload = json.dumps(data).encode()
+            broken = payload[: len(payload) // 2]
+            if how == "garbage":
+                broken = b"<html>502 Bad Gateway" + broken
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(broken)))
+            self.end_headers()
+            self.wfile.write(broken)
+
+        def _broken(self, events: Iterator[tuple[str | None, str]], how: str) -> None:
+            """A stream that breaks off: some events, then (garbage) a non-JSON event, then
+            the connection closes without the stream's end event."""
+            if how not in ("truncated", "garbage"):
+                msg = f"model server: unknown malformed mode {how!r}"
+                server.errors.append(msg)
+                self._error(500, msg)
+                return
+            every = list(events)
+            head = every[: max(1, min(2, len(every) - 2))]  # never the stream's end event
+            if how == "garbage":
+                head.append((head[-1][0], '{"type": "content_block_delta", "delta": {"te'))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for name, data in head:
+                    chunk = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+                    self.wfile.write(chunk.encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return
 
         def _stream(self, events: Iterator[tuple[str | None, str]], hang: bool) -> None:
             self.send_response(200)
