@@ -85,6 +85,35 @@ def test_check_reports_missing_clis_from_path_and_a_configured_path_nowhere(tmp_
     assert "claude  no" in text.stdout
 
 
+def test_check_reports_pi_missing_from_path_and_claude_configured_nowhere(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "laneboard"
+    config.mkdir(parents=True)
+    nowhere = tmp_path / "nowhere" / "claude"
+    (config / "config.toml").write_text(f'[supervisor.agent_kinds.claude]\nbinary = "{nowhere}"\n')
+    # PATH has claude and codex but not pi: the configured claude path is not replaced by
+    # the claude found on PATH
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for kind in ("claude", "codex"):
+        (bin_dir / kind).symlink_to(cli_path(kind))
+    env = check_env(tmp_path, f"{bin_dir}{os.pathsep}{base_path()}")
+    out = lb(["agents", "check", "--json"], env, tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    by_kind = {k["kind"]: k for k in data["kinds"]}
+    assert by_kind["claude"]["found"] is False and by_kind["claude"]["handshake"] is not True
+    assert f"{nowhere} does not exist" in by_kind["claude"]["error"]
+    assert by_kind["pi"]["found"] is False
+    assert "not on PATH" in by_kind["pi"]["error"]
+    assert by_kind["codex"]["found"] is True and by_kind["codex"]["handshake"] is True
+    assert by_kind["codex"]["path"] == str(bin_dir / "codex")
+    assert data["available"] == ["codex"]
+    text = lb(["agents", "check", "--no-handshake"], env, tmp_path)
+    rows = {line.split()[0]: line for line in text.stdout.splitlines()[1:] if line.strip()}
+    assert rows["pi"].split()[1] == "no" and "not on PATH" in rows["pi"]
+    assert rows["claude"].split()[1] == "no" and "does not exist" in rows["claude"]
+
+
 def test_a_role_falls_back_to_another_kind_that_carries_it() -> None:
     role = Role(id="worker", agent="claude", extra={"agents": ["codex", "pi"]})
     assert resolve_role_kind(role, ["claude", "codex", "pi"]) == "claude"
