@@ -148,3 +148,74 @@ def test_a_resume_that_fails_at_once_is_replayed_next(
     assert "continues" in str(turns[1]["prompt"])
     assert "could not be restored" in str(turns[2]["prompt"])  # the 3rd replayed
     store.close()
+
+
+def test_a_turn_that_ends_undelivered_is_continued_then_bounded(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """A turn that ends well with its card still in progress is continued in the same
+    session; after three such turns the row fails and the card waits for recovery."""
+    clock = RealNowClock()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "U", path=str(proj))
+    late = board.create_card(
+        human(),
+        "U",
+        "delivers on the second turn",
+        acceptance_mode="off",
+        meta={
+            "script": [
+                {"write": "half.txt", "content": "half\n", "attempt": 1},
+                {"say": "I stopped early.", "attempt": 1},
+                {"deliver": "finished", "attempt": 2},
+            ]
+        },
+    ).ref
+    never = board.create_card(
+        human(), "U", "never delivers", acceptance_mode="off",
+        meta={"script": [{"say": "nothing to show"}]},
+    ).ref  # fmt: skip
+    asks = board.create_card(
+        human(), "U", "asks and stops", acceptance_mode="off",
+        meta={"script": [{"lb": "card ask {card} 'Q1: which format? I recommend JSON.'"}]},
+    ).ref  # fmt: skip
+    cfg = config(tmp_path)
+    with Running(sqlite_store_url, cfg, clock):
+        wait_for(lambda: board.get(late).status.value in ("in_review", "done"), what="late")
+        wait_for(
+            lambda: _row_states(store, never) == ["failed"] and settled(store),
+            what="the undelivered row exhausted",
+        )
+    with store.read() as tx:
+        turns = tx.all(
+            "SELECT c.ref, t.native_id, t.prompt, t.outcome FROM turns t "
+            "JOIN cards c ON c.id = t.card_id ORDER BY t.id"
+        )
+    by = {ref: [t for t in turns if t["ref"] == ref] for ref in (late, never, asks)}
+    assert [t["outcome"] for t in by[late]] == ["ok", "ok"]
+    assert by[late][0]["native_id"] == by[late][1]["native_id"]  # the same session
+    assert "still in progress and was not delivered" in by[late][1]["prompt"]
+    assert len(by[never]) == 3  # the handoff bound
+    got = board.get(never)
+    assert got.status.value == "in_progress" and got.holder  # left to stale-claim recovery
+    assert len(by[asks]) == 1  # waiting on its question: not pushed to continue
+    assert _row_states(store, asks) == ["done"]
+    store.close()
+
+
+def _row_states(store: object, ref: str) -> list[str]:
+    from laneboard.store import Store
+
+    assert isinstance(store, Store)
+    with store.read() as tx:
+        return [
+            str(r["state"])
+            for r in tx.all(
+                "SELECT q.state FROM queue q JOIN cards c ON c.id = q.card_id "
+                "WHERE c.ref = ? AND q.kind = 'handoff' ORDER BY q.id",
+                (ref,),
+            )
+        ]

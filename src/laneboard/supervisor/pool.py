@@ -31,6 +31,7 @@ from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.brief import brief_path
 
 RECOVERY_BOUND = 3
+HANDOFF_ATTEMPTS = 3  # turns one handoff row gets to deliver its card
 DISPATCH_FAILURE_BOUND = 3
 PULSE_MS = 240_000  # heartbeat the claim every 4 minutes while the agent runs
 
@@ -486,6 +487,13 @@ class Pool:
         fresh = rt.board.get(card.id)
         if (
             outcome == "ok"
+            and fresh.status is Status.IN_PROGRESS
+            and fresh.claim_epoch == row.epoch
+            and self._undelivered(row, fresh, rec_id, session)
+        ):
+            return
+        if (
+            outcome == "ok"
             or fresh.status is not Status.IN_PROGRESS
             or fresh.claim_epoch != row.epoch
         ):
@@ -544,6 +552,58 @@ class Pool:
             if rec_id is not None:
                 # a reopened session that failed at once may be gone: replay next time
                 records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
+
+    def _undelivered(self, row: QueueRow, card: Card, rec_id: int | None, session: Session) -> bool:
+        """A turn ended well but left the card in progress, undelivered and not waiting on
+        a question: the same session is asked to continue, up to ``HANDOFF_ATTEMPTS`` turns
+        for the row; then the row fails and the card is left to stale-claim recovery."""
+        rt = self.rt
+        with rt.store.read() as tx:
+            asked = tx.one(
+                "SELECT id FROM comments WHERE card_id = ? AND kind = 'question' "
+                "AND created_at >= ? ORDER BY id DESC LIMIT 1",
+                (card.id, card.claimed_at or card.status_since),
+            )
+        if asked is not None:
+            return False  # it waits on its question: the answer re-dispatches it
+        with rt.store.write() as tx:
+            if rec_id is not None:
+                records.set_session_state(tx, rec_id, "idle", session.pid)
+            if row.attempts >= HANDOFF_ATTEMPTS:
+                records.set_row(
+                    tx,
+                    row.id,
+                    state="failed",
+                    pid=None,
+                    last_error=f"{row.attempts} turns ended without delivering {card.ref}",
+                    payload={**row.payload, "note": "handoff attempts exhausted"},
+                )
+            else:
+                records.set_row(
+                    tx,
+                    row.id,
+                    state="pending",
+                    owner=None,
+                    pid=None,
+                    payload={
+                        **row.payload,
+                        "resume_reason": "your last turn ended but the card is still "
+                        "in progress and was not delivered",
+                        "resume_detail": "Finish the work and deliver it (lb card report, "
+                        "then lb card move in_review), or ask with lb card ask if a "
+                        "decision blocks you.",
+                    },
+                )
+        if row.attempts >= HANDOFF_ATTEMPTS:
+            rt.log.warn(
+                "pool",
+                f"{row.attempts} turns ended without a delivery; left to stale-claim recovery",
+                card=card.ref,
+            )
+        else:
+            rt.log.info("pool", "turn ended undelivered; asking the session to continue",
+                        card=card.ref)  # fmt: skip
+        return True
 
     def _finish_row(self, row: QueueRow, state: str, *, note: str) -> None:
         with self.rt.store.write() as tx:
