@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from laneboard.agents.base import Adapter, AdapterError, Session, TurnResult
+from laneboard.agents.base import Adapter, AdapterError, Session
 from laneboard.agents.env import agent_env
 from laneboard.agents.procs import pid_alive
 from laneboard.agents.registry import adapter_for
@@ -25,14 +25,12 @@ from laneboard.domain.model import Card
 from laneboard.domain.roles import Role
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import instances, records
+from laneboard.supervisor import instances, outcomes, records
+from laneboard.supervisor.outcomes import RECOVERY_BOUND, _redacted
 from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.brief import brief_path
 
-RECOVERY_BOUND = 3
-HANDOFF_ATTEMPTS = 3  # turns one handoff row gets to deliver its card
-DISPATCH_FAILURE_BOUND = 3
 PULSE_MS = 240_000  # heartbeat the claim every 4 minutes while the agent runs
 
 
@@ -151,7 +149,9 @@ class Pool:
         rt = self.rt
         card = rt.board.get(row.card_id)
         if card.status is not Status.IN_PROGRESS or card.claim_epoch != row.epoch:
-            self._finish_row(row, "done", note=f"completed locally: card is {card.status.value}")
+            outcomes.finish_row(
+                self, row, "done", note=f"completed locally: card is {card.status.value}"
+            )
             return
         role = rt.roles.get(row.role) or Role(row.role)
         kind = str(row.payload.get("agent_kind") or rt.kind_for(role) or role.agent)
@@ -159,7 +159,7 @@ class Pool:
         try:
             session, prompt, rec_id, replayed = self._open(row, card, role, kind, key)
         except (AdapterError, LaneboardError, OSError) as exc:
-            self._dispatch_failed(row, card, str(exc))
+            outcomes.dispatch_failed(self, row, card, str(exc))
             return
         with self.lock:
             running = self.running.get(row.id)
@@ -248,7 +248,7 @@ class Pool:
                 },
             )
         rt.log.info("pool", f"turn {outcome}", card=card.ref, error=result.error)
-        self._after(row, card, kind, key, rec_id, session, result, outcome)
+        outcomes.after_turn(self, row, card, kind, key, rec_id, session, result, outcome)
 
     def _open(
         self, row: QueueRow, card: Card, role: Role, kind: str, key: str
@@ -449,221 +449,6 @@ class Pool:
                 except Exception as exc:
                     rt.log.warn("pool", f"heartbeat pulse failed: {exc}", card=card.ref)
 
-    # -- outcomes ------------------------------------------------------------------------------
-    def _after(
-        self,
-        row: QueueRow,
-        card: Card,
-        kind: str,
-        key: str,
-        rec_id: int | None,
-        session: Session,
-        result: TurnResult,
-        outcome: str,
-    ) -> None:
-        rt = self.rt
-        with self.lock:
-            live = self.live.get((kind, key))
-            if live is not None:
-                live.busy, live.last_used = False, time.monotonic()
-            reopened = row.id in self._reopened
-            self._reopened.discard(row.id)
-        fresh = rt.board.get(card.id)
-        delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
-        if outcome == "interrupted" and not delivered:
-            with rt.store.write() as tx:
-                records.set_row(
-                    tx,
-                    row.id,
-                    state="interrupted",
-                    owner=None,
-                    pid=None,
-                    attempts=max(row.attempts - 1, 0),
-                    payload={**row.payload, "resume_reason": "the supervisor restarted"},
-                )
-                if rec_id is not None:
-                    records.set_session_state(tx, rec_id, "idle")
-            return
-        fresh = rt.board.get(card.id)
-        if (
-            outcome == "ok"
-            and fresh.status is Status.IN_PROGRESS
-            and fresh.claim_epoch == row.epoch
-            and self._undelivered(row, fresh, rec_id, session)
-        ):
-            return
-        if (
-            outcome == "ok"
-            or fresh.status is not Status.IN_PROGRESS
-            or fresh.claim_epoch != row.epoch
-        ):
-            note = "delivered" if fresh.status is not Status.IN_PROGRESS else "turn ended"
-            self._finish_row(row, "done", note=f"{note}: card is {fresh.status.value}")
-            with rt.store.write() as tx:
-                if rec_id is not None:
-                    records.set_session_state(tx, rec_id, "idle", session.pid)
-            if outcome != "ok":
-                self._forget(kind, key)
-            return
-        # the turn failed while the card is still ours: crash or timeout
-        if outcome == "timed_out" or not session.alive():
-            self._forget(kind, key)
-        recoveries = row.recoveries + 1
-        if recoveries >= RECOVERY_BOUND:
-            with rt.store.write() as tx:
-                current = tx.card(card.id)
-                if current is not None:
-                    rt.board.hold(
-                        tx,
-                        rt.actor,
-                        current,
-                        "crash recovery",
-                        RECOVERY_BOUND,
-                        f"the agent failed {recoveries} times; last error: "
-                        f"{_redacted(result.error)}",
-                    )
-                records.set_row(
-                    tx,
-                    row.id,
-                    state="failed",
-                    recoveries=recoveries,
-                    pid=None,
-                    last_error=_redacted(result.error),
-                )
-                if rec_id is not None:
-                    records.set_session_state(tx, rec_id, "closed")
-            rt.log.warn("pool", "card held after repeated agent failures", card=card.ref)
-            return
-        with rt.store.write() as tx:
-            records.set_row(
-                tx,
-                row.id,
-                state="pending",
-                owner=None,
-                pid=None,
-                recoveries=recoveries,
-                last_error=_redacted(result.error),
-                payload={
-                    **row.payload,
-                    "resume_reason": f"the previous turn {outcome}",
-                    "resume_detail": _redacted(result.error) or "",
-                },
-            )
-            if rec_id is not None:
-                # a reopened session that failed at once may be gone: replay next time
-                records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
-
-    def _undelivered(self, row: QueueRow, card: Card, rec_id: int | None, session: Session) -> bool:
-        """A turn ended well but left the card in progress, undelivered and not waiting on
-        a question: the same session is asked to continue, up to ``HANDOFF_ATTEMPTS`` turns
-        for the row; then the row fails and the card is left to stale-claim recovery."""
-        rt = self.rt
-        with rt.store.read() as tx:
-            asked = tx.one(
-                "SELECT id FROM comments WHERE card_id = ? AND kind = 'question' "
-                "AND created_at >= ? ORDER BY id DESC LIMIT 1",
-                (card.id, card.claimed_at or card.status_since),
-            )
-        if asked is not None:
-            return False  # it waits on its question: the answer re-dispatches it
-        with rt.store.write() as tx:
-            if rec_id is not None:
-                records.set_session_state(tx, rec_id, "idle", session.pid)
-            if row.attempts >= HANDOFF_ATTEMPTS:
-                records.set_row(
-                    tx,
-                    row.id,
-                    state="failed",
-                    pid=None,
-                    last_error=f"{row.attempts} turns ended without delivering {card.ref}",
-                    payload={**row.payload, "note": "handoff attempts exhausted"},
-                )
-            else:
-                records.set_row(
-                    tx,
-                    row.id,
-                    state="pending",
-                    owner=None,
-                    pid=None,
-                    payload={
-                        **row.payload,
-                        "resume_reason": "your last turn ended but the card is still "
-                        "in progress and was not delivered",
-                        "resume_detail": "Finish the work and deliver it (lb card report, "
-                        "then lb card move in_review), or ask with lb card ask if a "
-                        "decision blocks you.",
-                    },
-                )
-        if row.attempts >= HANDOFF_ATTEMPTS:
-            rt.log.warn(
-                "pool",
-                f"{row.attempts} turns ended without a delivery; left to stale-claim recovery",
-                card=card.ref,
-            )
-        else:
-            rt.log.info("pool", "turn ended undelivered; asking the session to continue",
-                        card=card.ref)  # fmt: skip
-        return True
-
-    def _finish_row(self, row: QueueRow, state: str, *, note: str) -> None:
-        with self.rt.store.write() as tx:
-            records.set_row(
-                tx, row.id, state=state, pid=None, payload={**row.payload, "note": note}
-            )
-
-    def _dispatch_failed(self, row: QueueRow, card: Card, error: str) -> None:
-        """A dispatch failure after the claim: hand the claim back now; hold at the 3rd."""
-        rt = self.rt
-        error = _redacted(error) or "unknown error"
-        rt.log.warn("pool", f"dispatch failed: {error}", card=card.ref)
-        with rt.store.write() as tx:
-            current = tx.card(card.id)
-            records.set_row(tx, row.id, state="failed", pid=None, last_error=error)
-            if current is None:
-                return
-            failures = int(current.meta.get("dispatch_failures", 0)) + 1
-            meta = {**current.meta, "dispatch_failures": failures, "dispatch_error": error[:500]}
-            if failures >= DISPATCH_FAILURE_BOUND:
-                tx.update_card(card.id, current.version, {"meta": meta})
-                held = tx.card(card.id)
-                assert held is not None
-                rt.board.hold(
-                    tx,
-                    rt.actor,
-                    held,
-                    "dispatch",
-                    DISPATCH_FAILURE_BOUND,
-                    f"the agent could not be started {failures} times: {error}",
-                )
-                return
-            if current.status is Status.IN_PROGRESS and current.claim_epoch == row.epoch:
-                tx.update_card(
-                    card.id,
-                    current.version,
-                    {
-                        "status": "todo",
-                        "status_since": tx.now(),
-                        "holder": None,
-                        "holder_kind": None,
-                        "session_id": None,
-                        "heartbeat_at": None,
-                        "meta": meta,
-                    },
-                )
-                tx.append_event(
-                    "card.released",
-                    rt.actor,
-                    card_id=card.id,
-                    project_id=card.project_id,
-                    run_id=card.run_id,
-                    payload={
-                        "ref": card.ref,
-                        "reason": "dispatch failed",
-                        "failures": failures,
-                        "error": error,
-                    },
-                )
-
     # -- recovery and shutdown --------------------------------------------------------------
     def recover(self) -> list[dict[str, Any]]:
         """Requeue rows left by a supervisor that is gone; never under a live agent."""
@@ -748,11 +533,3 @@ class Pool:
             keys = list(self.live)
         for kind, key in keys:
             self._forget(kind, key)
-
-
-def _redacted(text: str | None) -> str | None:
-    if text is None:
-        return None
-    from laneboard.supervisor.logs import redact
-
-    return redact(text)[:2000]
