@@ -1,0 +1,287 @@
+"""Moves between statuses, their gates, holds and in-transaction moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laneboard.board import inputs
+from laneboard.board.base import BoardBase
+from laneboard.domain import acceptance as authority
+from laneboard.domain.model import AWAITING_REASONS, Actor, ActorKind, Card, CommentKind, Evidence
+from laneboard.domain.status import TERMINAL, TRANSITIONS, Status, check_transition, parse_status
+from laneboard.errors import LaneboardError, bad_input
+from laneboard.store.rows import dumps
+from laneboard.store.tx import Tx
+
+TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
+
+
+class MovesMixin(BoardBase):
+    def move(
+        self,
+        actor: Actor,
+        ref: str | int,
+        to: str,
+        *,
+        reason: str | None = None,
+        question: str | None = None,
+        note: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Card:
+        dst = parse_status(to)
+        if idempotency_key is not None:
+            inputs.text(idempotency_key, "idempotency key", limit=500)
+        if dst is Status.IN_PROGRESS:
+            # todo -> in_progress is a claim; in_review -> in_progress is rework
+            with self.store.read() as tx:
+                current = self._card(tx, ref)
+            if current.status is Status.TODO:
+                return self.claim(actor, ref, idempotency_key=idempotency_key)
+        if dst is Status.AWAITING:
+            if reason not in AWAITING_REASONS:
+                raise bad_input(
+                    f"awaiting needs a reason {'/'.join(AWAITING_REASONS)}",
+                    "pass --reason E1..E5 and --question TEXT",
+                )
+            question = inputs.text(question or "", "question", limit=20_000)
+        gated = self._run_gates(actor, ref, dst, idempotency_key)
+        with self.store.write() as tx:
+            if idempotency_key is not None:
+                seen = tx.idempotent_response(idempotency_key)
+                if seen is not None:
+                    return self._card(tx, int(seen["card_id"]))
+            card = self._card(tx, ref, lock=True)
+            self._close_rule_first(actor, card, dst)
+            self._may_write(actor, card)
+            self._fence(actor, card)
+            check_transition(card.status, dst)
+            fields = self._move_fields(tx, actor, card, dst)
+            extra = self._gated_fields(tx, card, fields, gated)
+            if dst is Status.AWAITING:
+                assert question is not None
+                c = tx.insert_comment(card.id, CommentKind.QUESTION.value, question, actor)
+                fields["meta"] = {**card.meta, "awaiting": {"reason": reason, "comment": c.id}}
+            elif dst is Status.BLOCKED and (reason or note):
+                fields["meta"] = {**card.meta, "blocked": {"reason": reason or "", "note": note}}
+            new = self._save(tx, card, fields)
+            if note and dst is not Status.BLOCKED:
+                tx.insert_comment(card.id, CommentKind.NOTE.value, note, actor)
+            tx.append_event(
+                "card.moved",
+                actor,
+                card_id=card.id,
+                project_id=card.project_id,
+                run_id=card.run_id,
+                payload={
+                    "ref": card.ref,
+                    "from": card.status.value,
+                    "to": dst.value,
+                    "reason": reason,
+                    "round": new.delivery_round,
+                    **extra,
+                },
+            )
+            if idempotency_key is not None:
+                tx.remember(
+                    idempotency_key, "move", card.id, {"card_id": card.id, "status": dst.value}
+                )
+            return new
+
+    @staticmethod
+    def _close_rule_first(actor: Actor, card: Card, dst: Status) -> None:
+        """An agent closing a card outside its credential's scope hears the acceptance
+        rule first when that rule refuses it too (``ACCEPTANCE_FORBIDDEN``, e.g. a reviewer
+        closing a ``human`` card); otherwise the scope refusal follows as usual."""
+        if (
+            dst is Status.DONE
+            and card.status in (Status.IN_REVIEW, Status.IN_PROGRESS)
+            and actor.kind is ActorKind.AGENT
+            and actor.card_id not in (None, card.id)
+        ):
+            authority.check_close(card, actor)
+
+    def _run_gates(
+        self, actor: Actor, ref: str | int, dst: Status, key: str | None
+    ) -> tuple[Card, list[Evidence], str | None] | None:
+        """Verify a delivery / land an acceptance before the move's write transaction.
+
+        The move is first checked as the write would check it (so a refused move runs
+        nothing); a gate's refusal refuses the move and nothing else changes."""
+        if dst not in (Status.IN_REVIEW, Status.DONE):
+            return None
+        if self.delivery_gate is None and self.landing_gate is None:
+            return None
+        with self.store.read() as tx:
+            if key is not None and tx.idempotent_response(key) is not None:
+                return None
+            card = self._card(tx, ref)
+            self._close_rule_first(actor, card, dst)
+            self._may_write(actor, card)
+            self._fence(actor, card)
+            check_transition(card.status, dst)
+            self._move_fields(tx, actor, card, dst)
+        evidence: list[Evidence] = []
+        merge: str | None = None
+        if card.status is Status.IN_PROGRESS and self.delivery_gate is not None:
+            evidence = list(self.delivery_gate(card))
+        if dst is Status.DONE and self.landing_gate is not None:
+            merge = self.landing_gate(card)
+        return card, evidence, merge
+
+    @staticmethod
+    def _gated_fields(
+        tx: Tx,
+        card: Card,
+        fields: dict[str, Any],
+        gated: tuple[Card, list[Evidence], str | None] | None,
+    ) -> dict[str, Any]:
+        """Inside the move: the verified evidence joins the round's report and the merge
+        commit joins ``meta``. Returns what the move event adds to its payload."""
+        if gated is None:
+            return {}
+        checked, evidence, merge = gated
+        if (checked.status, checked.delivery_round) != (card.status, card.delivery_round):
+            raise LaneboardError(
+                "VERSION_CONFLICT",
+                f"{card.ref} changed while it was being verified",
+                "read it again and retry the move",
+            )
+        extra: dict[str, Any] = {}
+        rep = tx.report(card.id, card.delivery_round) if evidence else None
+        if rep is not None:
+            items = [e.to_dict() for e in (*rep.evidence, *evidence)]
+            tx.run("UPDATE reports SET evidence = ? WHERE id = ?", (dumps(items), rep.id))
+            extra["verified"] = len(evidence)
+        if merge is not None:
+            fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
+            extra["merge_commit"] = merge
+        return extra
+
+    def _move_fields(self, tx: Tx, actor: Actor, card: Card, dst: Status) -> dict[str, Any]:
+        fields: dict[str, Any] = {"status": dst.value, "status_since": tx.now()}
+        if (
+            dst is Status.IN_REVIEW
+            and card.status is Status.IN_PROGRESS
+            and tx.report(card.id, card.delivery_round) is None
+        ):
+            raise LaneboardError(
+                "REPORT_REQUIRED",
+                f"{card.ref} has no delivery report for round {card.delivery_round}",
+                f"write one first: lb card report {card.ref} --body TEXT",
+            )
+        if dst is Status.DONE:
+            authority.check_close(card, actor)
+        if dst in TERMINAL and card.idempotency_key is not None:
+            fields["idempotency_key"] = None
+            fields["meta"] = {**card.meta, "released_key": card.idempotency_key}
+        if dst in (Status.TODO, Status.BACKLOG):
+            fields.update(holder=None, holder_kind=None, session_id=None, heartbeat_at=None)
+        elif dst is not Status.IN_PROGRESS:
+            fields["heartbeat_at"] = None
+        else:  # rework: the holder may re-claim at once
+            fields["heartbeat_at"] = None
+        return fields
+
+    def hold(
+        self,
+        tx: Tx,
+        actor: Actor,
+        card: Card,
+        cycle: str,
+        bound: int,
+        message: str,
+        *,
+        reason: str = "resource",
+    ) -> Card:
+        """Park a card for a human at a loop bound: blocked, a question, ``meta.hold_*``."""
+        if card.status not in TRANSITIONS_TO_BLOCKED:
+            return card
+        question = (
+            f"laneboard stopped {cycle} on {card.ref} at its bound ({bound}): {message} "
+            f"A human decides what happens next: fix the cause and move the card to todo "
+            f"(lb card move {card.ref} todo), or cancel it."
+        )
+        c = tx.insert_comment(card.id, CommentKind.QUESTION.value, question, actor)
+        meta = {
+            **card.meta,
+            "hold_cycle": cycle,
+            "hold_bound": bound,
+            "hold_reason": reason,
+            "hold_round": card.delivery_round,
+            "hold_at": tx.now(),
+            "hold_comment": c.id,
+        }
+        fields: dict[str, Any] = {
+            "status": Status.BLOCKED.value,
+            "status_since": tx.now(),
+            "heartbeat_at": None,
+            "meta": meta,
+        }
+        new = self._save(tx, card, fields)
+        tx.append_event(
+            "card.held",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={"ref": card.ref, "from": card.status.value, "cycle": cycle, "bound": bound},
+        )
+        return new
+
+    def move_in(
+        self,
+        tx: Tx,
+        actor: Actor,
+        card: Card,
+        to: Status,
+        *,
+        reason: str | None = None,
+        new_round: bool = False,
+        fields: dict[str, Any] | None = None,
+    ) -> Card:
+        """A move inside an open write transaction (used by the workflow pass).
+
+        The same rules as ``move`` (transition table, delivery report); ``new_round``
+        starts the next delivery round (a rework); ``fields`` may set ``meta`` or
+        ``acceptance`` in the same write. ``done`` is not accepted here: acceptance goes
+        through ``move`` so that landing runs inside it.
+        """
+        if to is Status.DONE:
+            raise bad_input("move_in does not close cards", "close a card with Board.move")
+        check_transition(card.status, to)
+        changes = self._move_fields(tx, actor, card, to)
+        extra = dict(fields or {})
+        if "meta" in extra and "meta" in changes:
+            extra["meta"] = {**changes["meta"], **extra["meta"]}
+        changes.update(extra)
+        if new_round:
+            changes["delivery_round"] = card.delivery_round + 1
+        new = self._save(tx, card, changes)
+        tx.append_event(
+            "card.moved",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={
+                "ref": card.ref,
+                "from": card.status.value,
+                "to": to.value,
+                "reason": reason,
+                "round": new.delivery_round,
+            },
+        )
+        return new
+
+    def annotate_in(self, tx: Tx, actor: Actor, card: Card, meta: dict[str, Any]) -> Card:
+        """Merge ``meta`` into a card's meta inside an open write transaction."""
+        new = self._save(tx, card, {"meta": {**card.meta, **meta}})
+        tx.append_event(
+            "card.edited",
+            actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={"fields": ["meta"], "keys": sorted(meta)},
+        )
+        return new
