@@ -13,6 +13,7 @@ from laneboard.errors import LaneboardError
 # each module has register(subparsers); keep their top-level imports light
 COMMAND_MODULES = (
     "laneboard.cli.board_cmds",
+    "laneboard.cli.events_cmds",
     "laneboard.cli.loop_cmds",
     "laneboard.cli.doctor_cmds",
     "laneboard.cli.demo_cmds",
