@@ -42,8 +42,9 @@ def main() -> int:
         store = open_store(url)
         board = Board(store)
         board.add_project(human(), "L", path=str(root / "proj"))
-        cfg = SupervisorConfig(default_agent="scripted", state_dir=str(root / "state"),
-                               max_concurrency=8)
+        cfg = SupervisorConfig(
+            default_agent="scripted", state_dir=str(root / "state"), max_concurrency=8
+        )
         cfg = replace(cfg, time=replace(cfg.time, tick_interval=1500)).validate()
         rt = Runtime(open_store(url), cfg, "bench", LogFile(str(root / "state" / "log")))
         sup = Supervisor(rt)
@@ -57,8 +58,9 @@ def main() -> int:
             marker = root / f"started-{i}"
             script = [{"run": f"date +%s.%N > {marker}"}, {"deliver": "ok"}]
             t0 = time.time()
-            board.create_card(human(), "L", f"card {i}", acceptance_mode="off",
-                              meta={"script": script})
+            board.create_card(
+                human(), "L", f"card {i}", acceptance_mode="off", meta={"script": script}
+            )
             deadline = time.monotonic() + 30
             while not (marker.exists() and marker.read_text().strip()):
                 if time.monotonic() > deadline:
@@ -75,8 +77,10 @@ def main() -> int:
     latencies.sort()
     p50 = statistics.median(latencies)
     p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
-    print(f"dispatch latency over {n} cards: p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms "
-          f"(goal p50 <= 1000 ms: {'met' if p50 <= 1.0 else 'NOT met'})")
+    print(
+        f"dispatch latency over {n} cards: p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms "
+        f"(goal p50 <= 1000 ms: {'met' if p50 <= 1.0 else 'NOT met'})"
+    )
     return 0
 
 

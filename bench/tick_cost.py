@@ -44,8 +44,21 @@ def build(store: Store, size: int, project_dir: str) -> None:
                 "INSERT INTO cards (project_id, number, ref, title, status, assignee, priority, "
                 "holder, heartbeat_at, status_since, created_at, updated_at, meta) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (pid, i, f"B-{i}", f"card {i}", status, None, i % 4, holder,
-                 now if holder else None, now - i, now - i, now, json.dumps({})),
+                (
+                    pid,
+                    i,
+                    f"B-{i}",
+                    f"card {i}",
+                    status,
+                    None,
+                    i % 4,
+                    holder,
+                    now if holder else None,
+                    now - i,
+                    now - i,
+                    now,
+                    json.dumps({}),
+                ),
             )
         tx.run("UPDATE projects SET next_number = ?", (size + 1,))
 
@@ -62,10 +75,10 @@ def measure(size: int, runs: int) -> tuple[float, int, float]:
     with tempfile.TemporaryDirectory(prefix="lb-tick-") as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'board.db'}")
         build(store, size, tmp)
-        cfg = SupervisorConfig(default_agent="scripted", state_dir=str(Path(tmp) / "state"),
-                               max_concurrency=8).validate()
-        rt = Runtime(store, cfg, "bench", LogFile(str(Path(tmp) / "log")),
-                     pool_alive=lambda: True)
+        cfg = SupervisorConfig(
+            default_agent="scripted", state_dir=str(Path(tmp) / "state"), max_concurrency=8
+        ).validate()
+        rt = Runtime(store, cfg, "bench", LogFile(str(Path(tmp) / "log")), pool_alive=lambda: True)
         ticker = Ticker(rt)
         full = []
         for _ in range(runs):
@@ -75,8 +88,11 @@ def measure(size: int, runs: int) -> tuple[float, int, float]:
             assert len(result.passes["poll"]["claimed"]) == 8, result.passes
             with store.write() as tx:  # hand the claimed cards back (not measured)
                 tx.run("DELETE FROM queue")
-                tx.run("UPDATE cards SET status = 'todo', holder = NULL, heartbeat_at = NULL "
-                       "WHERE number <= ?", (READY,))
+                tx.run(
+                    "UPDATE cards SET status = 'todo', holder = NULL, heartbeat_at = NULL "
+                    "WHERE number <= ?",
+                    (READY,),
+                )
         ticker.tick(force=True)
         with store.write() as tx:
             tx.run("DELETE FROM queue")
@@ -100,11 +116,15 @@ def main() -> int:
     for size in (1_000, 10_000, 100_000):
         idle_ms, wrote, full_ms = measure(size, runs)
         results[size] = full_ms
-        print(f"{size:>7} cards: idle tick {idle_ms:.2f} ms, {wrote} writes; "
-              f"full tick {full_ms:.1f} ms (median of {runs})")
+        print(
+            f"{size:>7} cards: idle tick {idle_ms:.2f} ms, {wrote} writes; "
+            f"full tick {full_ms:.1f} ms (median of {runs})"
+        )
     ratio = results[100_000] / results[1_000]
-    print(f"full tick 100k/1k ratio {ratio:.2f} (goal <= 2); 100k full tick "
-          f"{results[100_000]:.1f} ms (goal <= 50 ms)")
+    print(
+        f"full tick 100k/1k ratio {ratio:.2f} (goal <= 2); 100k full tick "
+        f"{results[100_000]:.1f} ms (goal <= 50 ms)"
+    )
     return 0
 
 

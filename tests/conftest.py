@@ -89,7 +89,10 @@ def me():  # type: ignore[no-untyped-def]
 def git(cwd: Path, *args: str) -> str:
     out = subprocess.run(
         ["git", "-c", "core.hooksPath=/dev/null", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip()
 

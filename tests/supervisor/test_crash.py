@@ -55,7 +55,7 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
     board.add_project(human(), "K", path=str(proj))
     script = [
         {  # a worker that finds an earlier worker of its card still running says so
-            "run": f"for p in $(awk '$1 == \"start\" && $2 == \"{{card}}\" {{print $3}}' "
+            "run": f'for p in $(awk \'$1 == "start" && $2 == "{{card}}" {{print $3}}\' '
             f"{trace} 2>/dev/null); do s=$(awk '{{print $3}}' /proc/$p/stat 2>/dev/null); "
             f'[ -n "$s" ] && [ "$s" != Z ] && echo overlap {{card}} $p >> {trace}; done; '
             f"echo start {{card}} $PPID $(date +%s.%N) >> {trace}"

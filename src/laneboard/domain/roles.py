@@ -29,8 +29,14 @@ class Role:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "agent": self.agent, "lanes": list(self.lanes), "title": self.title,
-            "responsibilities": list(self.responsibilities), "boundaries": list(self.boundaries),
-            "shapes": list(self.shapes), "self_check": list(self.self_check),
-            "reviewer_prompt": self.reviewer_prompt, "source": self.source,
+            "id": self.id,
+            "agent": self.agent,
+            "lanes": list(self.lanes),
+            "title": self.title,
+            "responsibilities": list(self.responsibilities),
+            "boundaries": list(self.boundaries),
+            "shapes": list(self.shapes),
+            "self_check": list(self.self_check),
+            "reviewer_prompt": self.reviewer_prompt,
+            "source": self.source,
         }
