@@ -63,6 +63,7 @@ class ModelCard:
     assignee: str | None = None  # a claim assigns an unassigned card to its claimant
     epoch: int = 0
     beat: int | None = None
+    since: int = 0  # when the card entered its status
     reported: bool = False
     verdict_author: str | None = None  # an APPROVE for round 1 written by this name
     known: dict[str, int] = field(default_factory=dict)  # agent -> last epoch it won
@@ -110,8 +111,8 @@ def may_claim(c: ModelCard, who: str, now: int, human: bool) -> bool:
         return c.assignee in (None, who) or human
     if c.status != "in_progress":
         return False
-    if c.beat is None:
-        return True
+    if c.beat is None:  # sent back for rework: its holder at once, anyone after 6 h
+        return c.holder == who or now - c.since >= 6 * HOUR
     age = now - c.beat
     return (c.holder == who and age >= 10 * MIN) or age >= 6 * HOUR
 
@@ -182,6 +183,8 @@ class BoardMachine(RuleBasedStateMachine):
         )
         if got is None:
             return
+        if c.status != "in_progress":
+            c.since = now
         c.status, c.holder, c.epoch, c.beat = "in_progress", name, c.epoch + 1, now
         c.assignee = c.assignee or name
         if self.kind(name) == "agent":
@@ -270,7 +273,7 @@ class BoardMachine(RuleBasedStateMachine):
         )
         if got is None:
             return
-        c.status = dst
+        c.status, c.since = dst, self.clock.now_ms()
         c.beat = None
         if dst in ("todo", "backlog"):
             c.holder = None
@@ -296,6 +299,7 @@ class BoardMachine(RuleBasedStateMachine):
         self.events += 1
         if name == "alice" and c.status == "awaiting":
             c.status, c.holder, c.beat = "todo", None, None
+            c.since = self.clock.now_ms()
             self.events += 1
 
     @rule(step=st.sampled_from(STEPS))

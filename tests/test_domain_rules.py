@@ -143,8 +143,12 @@ def test_claim_windows_same_holder_stale_and_takeover() -> None:
     assert not claims.claim_verdict(card, "w2", True, T0 + 6 * HOUR_MS - 1).ok
     took = claims.claim_verdict(card, "w2", True, T0 + 6 * HOUR_MS)
     assert took.ok and took.takeover
-    # no heartbeat at all: claimable at once
-    assert claims.claim_verdict(replace(card, heartbeat_at=None), "w2", True, T0).ok
+    # sent back for rework (no heartbeat): its holder at once, anyone 6 h after the move
+    rework = replace(card, heartbeat_at=None, status_since=T0)
+    assert claims.claim_verdict(rework, "w1", True, T0).ok
+    held = claims.claim_verdict(rework, "w2", True, T0 + 6 * HOUR_MS - 1)
+    assert not held.ok and held.reason == "held by w1, who has it back for rework"
+    assert claims.claim_verdict(rework, "w2", True, T0 + 6 * HOUR_MS).takeover
     # the stale pool opens at 30 min
     assert not claims.is_stale(card, T0 + 30 * MINUTE_MS - 1)
     assert claims.is_stale(card, T0 + 30 * MINUTE_MS)

@@ -134,6 +134,7 @@ class ClaimsMixin(BoardBase):
             row["assignee"],
             row["holder"],
             row["heartbeat_at"],
+            int(row["status_since"]),
         )
         self._may_write(actor, probe)
         self._refuse_claim(probe, actor, who, bool(row["deps_done"]), self.store.clock.now_ms())

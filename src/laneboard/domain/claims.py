@@ -27,6 +27,8 @@ class ClaimState(Protocol):
     def holder(self) -> str | None: ...
     @property
     def heartbeat_at(self) -> int | None: ...
+    @property
+    def status_since(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ClaimProbe:
     assignee: str | None
     holder: str | None
     heartbeat_at: int | None
+    status_since: int
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,15 @@ def claim_verdict(
         age = None if beat is None else now_ms - beat
         if card.holder == holder and (age is None or age >= windows.fresh_ms):
             return ClaimVerdict(True)
-        if age is None or age >= windows.takeover_ms:
+        # anyone: 6 h after the last heartbeat, or — for a card sent back for rework,
+        # which has none until its holder claims it again — 6 h after that move
+        since = beat if beat is not None else card.status_since
+        if now_ms - since >= windows.takeover_ms:
             return ClaimVerdict(True, takeover=card.holder != holder)
         if card.holder == holder:
             return ClaimVerdict(False, reason="your own claim is still fresh")
+        if beat is None:
+            return ClaimVerdict(False, reason=f"held by {card.holder}, who has it back for rework")
         return ClaimVerdict(False, reason=f"held by {card.holder} with a live heartbeat")
     return ClaimVerdict(False, reason=f"the card is {card.status.value}")
 

@@ -23,7 +23,7 @@ def claim_probe_sql(by: str, pg: bool) -> str:
         else "group_concat(depends_on, ',')"
     )
     return (
-        "SELECT id, ref, status, assignee, holder, heartbeat_at, version, "
+        "SELECT id, ref, status, assignee, holder, heartbeat_at, status_since, version, "
         f"CASE WHEN {NOT_READY} THEN 0 ELSE 1 END AS deps_done, "
         f"(SELECT {deps} FROM links WHERE links.card_id = cards.id) AS deps "
         f"FROM cards WHERE {by} = ?"
@@ -77,7 +77,7 @@ class ClaimQueries:
             f"(status = 'todo' AND (assignee IS NULL OR assignee = ? OR ? = 1) AND NOT {NOT_READY})"
             " OR (status = 'in_progress' AND holder = ? AND "
             "(heartbeat_at IS NULL OR heartbeat_at <= ?))"
-            " OR (status = 'in_progress' AND (heartbeat_at IS NULL OR heartbeat_at <= ?))"
+            " OR (status = 'in_progress' AND coalesce(heartbeat_at, status_since) <= ?)"
         )
         set_params = (holder, holder_kind, session_id, now, now, now, holder, now)
         where_params = (
