@@ -19,3 +19,19 @@ def test_supervisor_panel_shows_schedules(client: TestClient, store: Store) -> N
     assert page.status_code == 200
     assert 'id="schedules"' in page.text
     assert "1 of 1 enabled" in page.text and "nightly" in page.text
+
+
+def test_supervisor_panel_shows_the_doctor_report(client: TestClient, store: Store) -> None:
+    board = Board(store)
+    board.add_project(human(), "WEB")
+    page = client.get("/")
+    assert 'id="doctor"' in page.text and "nothing needs attention" in page.text
+    card = board.create_card(human(), "WEB", "stuck on a decision")
+    board.claim(human(), card.ref, holder="worker")
+    board.move(human(), card.ref, "awaiting", reason="E2", question="which vendor?")
+    page = client.get("/")
+    assert "needs attention:" in page.text
+    doctor = client.get("/api/v1/doctor").json()
+    assert doctor["attention"] is True and doctor["reasons"]
+    for reason in doctor["reasons"]:
+        assert f"<li>{reason}</li>" in page.text

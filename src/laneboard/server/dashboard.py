@@ -64,11 +64,17 @@ def board_context(srv: Server, actor: Actor, filters: dict[str, str]) -> dict[st
     for c in cards:
         columns[c.status.value].append(c)
     supervisor = None
+    doctor = None
     if actor.is_human:
         try:
             supervisor = st.status(srv.store)
         except Exception as exc:
             supervisor = {"supervisor": {"state": "unknown", "detail": str(exc)[:200]}}
+        try:
+            report = st.doctor(srv.store)
+            doctor = {"attention": report["attention"], "reasons": report["reasons"]}
+        except Exception as exc:
+            doctor = {"attention": True, "reasons": [f"the doctor report failed: {exc}"[:200]]}
     with srv.store.read() as tx:
         last_event = tx.max_event_id()
     return {
@@ -78,6 +84,7 @@ def board_context(srv: Server, actor: Actor, filters: dict[str, str]) -> dict[st
         "filters": filters,
         "query": urlencode(filters),
         "supervisor": supervisor,
+        "doctor": doctor,
         "last_event": last_event,
         "is_human": actor.is_human,
     }
