@@ -125,7 +125,11 @@ def card_context(srv: Server, actor: Actor, ref: str) -> dict[str, Any]:
     if card.status is Status.TODO:
         moves = [m for m in moves if m != "in_progress"]
     logs: dict[str, str] = {}
+    diff = None
     if actor.is_human:
+        from laneboard.workspace.diff import lane_diff
+
+        diff = lane_diff(srv.store, card.id)
         roots = [project.path or "", _state_dir()]
         for rep in detail["reports"]:
             for i, ev in enumerate(rep["evidence"]):
@@ -142,7 +146,7 @@ def card_context(srv: Server, actor: Actor, ref: str) -> dict[str, Any]:
         "is_human": actor.is_human,
         "human_acceptance": card.acceptance_mode.value == "human",
         "last_event": events[-1]["id"] if events else 0,
-        "lane_diff": None,
+        "lane_diff": diff,
     }
 
 
