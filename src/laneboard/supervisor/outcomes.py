@@ -15,6 +15,7 @@ from laneboard.agents.base import Session, TurnResult
 from laneboard.domain.model import Card
 from laneboard.domain.status import Status
 from laneboard.supervisor import records
+from laneboard.supervisor.director import open_question
 from laneboard.supervisor.records import QueueRow
 
 if TYPE_CHECKING:
@@ -132,11 +133,7 @@ def continue_undelivered(
     for the row; then the row fails and the card is left to stale-claim recovery."""
     rt = pool.rt
     with rt.store.read() as tx:
-        asked = tx.one(
-            "SELECT id FROM comments WHERE card_id = ? AND kind = 'question' "
-            "AND created_at >= ? ORDER BY id DESC LIMIT 1",
-            (card.id, card.claimed_at or card.status_since),
-        )
+        asked = open_question(tx, card)  # the director lane's own test of a waiting worker
     if asked is not None:
         return False  # it waits on its question: the answer re-dispatches it
     with rt.store.write() as tx:
