@@ -33,23 +33,19 @@ class LandResult:
     blocked: str | None = None  # why landing was refused (the card stays in review)
     commands: list[str] = field(default_factory=list)
     already: bool = False
-    repeat_note: bool = field(default=True, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
-        out.pop("repeat_note")
-        return out
+        return dict(self.__dict__)
 
 
 def _lane_to_land(tx: Tx, card: Card) -> Lane | None:
     return lane_for(tx, card.id, card.delivery_round) or latest_lane(tx, card.id)
 
 
-def land(store: Store, card: Card, *, repeat_note: bool = True) -> LandResult:
+def land(store: Store, card: Card) -> LandResult:
     """Merge the card's lane branch into the project's current branch.
 
-    ``repeat_note=False`` (the lanes pass) writes no second note for a refusal whose
-    reason is the same as the last one recorded for the card.
+    A refusal whose reason is the one last recorded for the card writes no second note.
     """
     with store.read() as tx:
         lane = _lane_to_land(tx, card)
@@ -65,7 +61,6 @@ def land(store: Store, card: Card, *, repeat_note: bool = True) -> LandResult:
     if lane.state == "cleaned":
         res.skipped = "its lane was already cleaned up"
         return res
-    res.repeat_note = repeat_note
     try:
         return _land(store, card, lane, res)
     except g.GitError as exc:
@@ -87,7 +82,7 @@ def land_closed(store: Store, limit: int = 50) -> list[dict[str, Any]]:
             (limit,),
         )
         cards = [c for c in (tx.card(int(r["id"])) for r in got) if c is not None]
-    return [land(store, c, repeat_note=False).to_dict() for c in cards]
+    return [land(store, c).to_dict() for c in cards]
 
 
 def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
@@ -184,7 +179,7 @@ def _blocked(
     if commands:
         body += " To land it by hand:\n\n" + "\n".join(f"    {c}" for c in commands)
     with store.write() as tx:
-        if not res.repeat_note and _last_refusal(tx, card.id) == reason:
+        if _last_refusal(tx, card.id) == reason:  # said already: no note twice
             return res
         tx.insert_comment(card.id, CommentKind.NOTE.value, body, lanes_actor())
         tx.append_event(
