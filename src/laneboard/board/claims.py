@@ -15,6 +15,17 @@ from laneboard.store.tx import Tx, claim_probe_sql
 
 
 class ClaimsMixin(BoardBase):
+    @staticmethod
+    def _claimant(actor: Actor, holder: str | None) -> str:
+        """The name a claim is made under: ``holder`` (people only) or the actor's own."""
+        if holder is not None:
+            inputs.text(holder, "holder", limit=200)
+        if actor.kind is ActorKind.AGENT and holder not in (None, actor.name):
+            raise LaneboardError(
+                "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
+            )
+        return holder or actor.name
+
     def claim(
         self,
         actor: Actor,
@@ -25,15 +36,9 @@ class ClaimsMixin(BoardBase):
         idempotency_key: str | None = None,
     ) -> Card:
         """Take a card (compare-and-swap). Losers get ``CLAIM_CONFLICT``."""
-        who = holder or actor.name
-        if holder is not None:
-            inputs.text(holder, "holder", limit=200)
+        who = self._claimant(actor, holder)
         if idempotency_key is not None:
             inputs.text(idempotency_key, "idempotency key", limit=500)
-        if actor.kind is ActorKind.AGENT and holder not in (None, actor.name):
-            raise LaneboardError(
-                "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
-            )
         probe = self._claim_probe(actor, ref, who) if idempotency_key is None else None
         if probe is not None:
             with self.store.write() as tx:  # the lock is held for two statements
@@ -69,13 +74,7 @@ class ClaimsMixin(BoardBase):
         weight-ordered candidates; when racing claimants took all of them, it reads the
         candidates again (three times at most) before answering ``CLAIM_CONFLICT``.
         """
-        who = holder or actor.name
-        if holder is not None:
-            inputs.text(holder, "holder", limit=200)
-        if actor.kind is ActorKind.AGENT and holder not in (None, actor.name):
-            raise LaneboardError(
-                "FORBIDDEN", "an agent claims only under its own name", "drop --holder"
-            )
+        who = self._claimant(actor, holder)
         if actor.kind is ActorKind.AGENT and actor.card_id is not None:
             raise LaneboardError(
                 "FORBIDDEN",
