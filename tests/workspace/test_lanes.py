@@ -233,3 +233,22 @@ def test_project_without_a_directory_is_not_admitted(store: Store) -> None:
     with pytest.raises(AdmissionError) as err:
         LaneAdmitter(board).admit(card, board.project("P"))
     assert err.value.code == "PROJECT_UNMAPPED"
+
+
+def test_the_admitter_asks_git_for_the_checkout_once_a_pass(store: Store, tmp_path: Path) -> None:
+    """Cards of one project admitted together share one probe; a directory that becomes a
+    repository is seen once the short memory has passed."""
+    board = gated(store)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    project(board, plain, key="Q")
+    now = [100.0]
+    admitter = LaneAdmitter(board, monotonic=lambda: now[0])
+    cards = [board.create_card(ME, "Q", f"c{i}") for i in range(2)]
+    assert [admitter.admit(c, board.project("Q")) for c in cards] == [str(plain)] * 2
+    git(plain, "init", "-q", "-b", "main")
+    git(plain, "-c", "user.email=t@e", "-c", "user.name=T", "commit", "-q", "--allow-empty",
+        "-m", "first")  # fmt: skip
+    assert admitter.primary_checkout(str(plain)) is None  # remembered
+    now[0] += LaneAdmitter.CHECKOUT_TTL_S
+    assert admitter.primary_checkout(str(plain)) == str(plain)

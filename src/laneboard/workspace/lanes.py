@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -200,11 +201,31 @@ def probe_base(repo: str, card: Card, declared: str | None) -> tuple[str, str]:
 class LaneAdmitter:
     """The ``Admitter`` that gives every card in a git project its own lane."""
 
-    def __init__(self, board: Board, *, warn: Callable[[str], None] | None = None) -> None:
+    CHECKOUT_TTL_S = 2.0  # one poll pass admits several cards of a project: ask git once
+
+    def __init__(
+        self,
+        board: Board,
+        *,
+        warn: Callable[[str], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.board = board
         self.store: Store = board.store
         self.warn = warn or log.warning
         self._warned: set[str] = set()
+        self._monotonic = monotonic
+        self._checkouts: dict[str, tuple[float, str | None]] = {}
+
+    def primary_checkout(self, path: str) -> str | None:
+        """``git.primary_checkout``, remembered for a couple of seconds per directory."""
+        now = self._monotonic()
+        seen = self._checkouts.get(path)
+        if seen is not None and now - seen[0] < self.CHECKOUT_TTL_S:
+            return seen[1]
+        repo = g.primary_checkout(path)
+        self._checkouts[path] = (now, repo)
+        return repo
 
     def admit(self, card: Card, project: Project) -> str:
         if not project.path:
@@ -218,7 +239,7 @@ class LaneAdmitter:
             self._warn_shared(card, project)
             return project.path
         try:
-            repo = g.primary_checkout(project.path)
+            repo = self.primary_checkout(project.path)
             if repo is None:
                 return project.path  # not a git project: the card runs in place
             lane = self._lane(card, project, repo, cfg)
