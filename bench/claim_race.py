@@ -1,12 +1,20 @@
-"""Claim throughput under contention: laneboard's claim against a bare one-statement CAS.
+"""Claim throughput under contention: laneboard's claims against a bare one-statement CAS.
 
-For each backend, 8 processes walk the same cards (each from its own starting point)
-and try to claim every one. Printed per backend: successful claims per second of
-``Board.claim``, of a raw ``UPDATE ... WHERE id=? AND status='todo'`` loop on the same
-kind of table measured in the same run, their ratio (goal >= 0.8), and the number of
-double claims (must be 0). Exits non-zero only if a card was claimed twice.
+For each backend, 8 worker processes race on one board of todo cards, in two modes:
 
-    python bench/claim_race.py [--quick] [--backend sqlite|postgres]
+* ``claim``: each walks every card (from its own starting point) and claims it with
+  ``Board.claim``; the bare loop runs ``UPDATE cards ... WHERE id = ? AND status = 'todo'``;
+* ``claim-next``: each calls ``Board.claim_next`` until ``NOTHING_READY``; the bare loop
+  runs ``UPDATE cards ... WHERE id = (SELECT ... status = 'todo' ORDER BY priority, id
+  LIMIT 1 [FOR UPDATE SKIP LOCKED])`` until it updates nothing.
+
+Board and bare runs alternate (bare, board, bare, board, ...) on the same table, reset
+between runs, so both see the same machine load. Printed per backend and mode: successful
+claims per second of each (median of the runs), the median of the per-pair ratios
+(goal >= 0.8) and double claims (must be 0). Exits
+non-zero only if a card was claimed twice.
+
+    python bench/claim_race.py [--quick] [--backend sqlite|postgres] [--rounds N]
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +32,20 @@ from typing import Any
 
 PROCESSES = 8
 PG_BASE = os.environ.get("LANEBOARD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+MODES = ("claim", "claim-next")
+RAW_CLAIM = (
+    "UPDATE cards SET status = 'in_progress', holder = ?, claim_epoch = claim_epoch + 1 "
+    "WHERE id = ? AND status = 'todo'"
+)
+RAW_NEXT = (
+    "UPDATE cards SET status = 'in_progress', holder = ?, claim_epoch = claim_epoch + 1 "
+    "WHERE id = (SELECT id FROM cards WHERE status = 'todo' ORDER BY priority, id LIMIT 1{lock}) "
+    "RETURNING id"
+)
+RESET = (
+    "UPDATE cards SET status = 'todo', holder = NULL, holder_kind = NULL, session_id = NULL, "
+    "claimed_at = NULL, heartbeat_at = NULL, assignee = NULL"
+)
 
 
 def pg_url(schema: str) -> str:
@@ -40,9 +63,18 @@ def prepare(url: str, cards: int) -> list[int]:
     board = Board(store)
     me = human("bench")
     board.add_project(me, "B")
-    ids = [board.create_card(me, "B", f"card {i}").id for i in range(cards)]
+    ids = [board.create_card(me, "B", f"card {i}", priority=i % 4).id for i in range(cards)]
     store.close()
     return ids
+
+
+def reset(url: str) -> None:
+    from laneboard.store import open_store
+
+    store = open_store(url)
+    with store.write() as tx:
+        tx.run(RESET)
+    store.close()
 
 
 def rotated(ids: list[int], index: int) -> list[int]:
@@ -50,18 +82,35 @@ def rotated(ids: list[int], index: int) -> list[int]:
     return ids[k:] + ids[:k]
 
 
-def board_worker(url: str, index: int, ids: list[int], start: Any, out: Any) -> None:
-    from laneboard.board.service import Board
+class Raw:
+    """A bare connection: one autocommit statement per call."""
+
+    def __init__(self, url: str) -> None:
+        self.sqlite = url.startswith("sqlite:///")
+        if self.sqlite:
+            import sqlite3
+
+            self.conn: Any = sqlite3.connect(
+                url[len("sqlite:///") :], timeout=30, isolation_level=None
+            )
+            self.conn.execute("PRAGMA busy_timeout = 30000")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(url, autocommit=True)
+
+    def run(self, sql: str, params: tuple[Any, ...]) -> Any:
+        if self.sqlite:
+            return self.conn.execute(sql, params)
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+
+def board_claim(board: Any, index: int, ids: list[int]) -> list[int]:
     from laneboard.domain.model import agent
     from laneboard.errors import LaneboardError
-    from laneboard.store import open_store
 
-    store = open_store(url)
-    board = Board(store)
-    me = agent(f"w{index}")
-    won: list[int] = []
-    start.wait(timeout=120)
-    t0 = time.perf_counter()
+    me, won = agent(f"w{index}"), []
     for cid in rotated(ids, index):
         try:
             board.claim(me, cid)
@@ -69,61 +118,97 @@ def board_worker(url: str, index: int, ids: list[int], start: Any, out: Any) -> 
         except LaneboardError as err:
             if err.code != "CLAIM_CONFLICT":
                 raise
-    out.put((t0, time.perf_counter(), won))
-    store.close()
+    return won
 
 
-def raw_worker(url: str, index: int, ids: list[int], start: Any, out: Any) -> None:
-    sql = (
-        "UPDATE cards SET status = 'in_progress', holder = ?, claim_epoch = claim_epoch + 1 "
-        "WHERE id = ? AND status = 'todo'"
-    )
+def board_next(board: Any, index: int) -> list[int]:
+    from laneboard.domain.model import agent
+    from laneboard.errors import LaneboardError
+
+    me, won = agent(f"w{index}"), []
+    while True:
+        try:
+            won.append(board.claim_next(me, include_unassigned=True).id)
+        except LaneboardError as err:
+            if err.code != "NOTHING_READY":
+                raise
+            return won
+
+
+def raw_claim(raw: Raw, index: int, ids: list[int]) -> list[int]:
     name = f"w{index}"
-    won: list[int] = []
-    if url.startswith("sqlite:///"):
-        import sqlite3
+    return [cid for cid in rotated(ids, index) if raw.run(RAW_CLAIM, (name, cid)).rowcount == 1]
 
-        conn = sqlite3.connect(url[len("sqlite:///") :], timeout=30, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout = 30000")
-        conn.execute("PRAGMA synchronous = NORMAL")
+
+def raw_next(raw: Raw, index: int) -> list[int]:
+    sql = RAW_NEXT.format(lock="" if raw.sqlite else " FOR UPDATE SKIP LOCKED")
+    name, won = f"w{index}", []
+    while True:
+        row = raw.run(sql, (name,)).fetchone()
+        if row is None:
+            return won
+        won.append(int(row[0]))
+
+
+def worker(index: int, jobs: Any, start: Any, out: Any) -> None:
+    """One racing process: runs the jobs it is given, each after the common barrier."""
+    from laneboard.board.service import Board
+    from laneboard.store import open_store
+
+    boards: dict[str, Any] = {}
+    raws: dict[str, Raw] = {}
+    while (job := jobs.get()) is not None:
+        kind, mode, url, ids = job
+        if kind == "board" and url not in boards:
+            boards[url] = Board(open_store(url))
+        if kind == "raw" and url not in raws:
+            raws[url] = Raw(url)
         start.wait(timeout=120)
         t0 = time.perf_counter()
-        for cid in rotated(ids, index):
-            if conn.execute(sql, (name, cid)).rowcount == 1:
-                won.append(cid)
-    else:
-        import psycopg
-
-        conn = psycopg.connect(url, autocommit=True)
-        pg_sql = sql.replace("?", "%s")
-        start.wait(timeout=120)
-        t0 = time.perf_counter()
-        for cid in rotated(ids, index):
-            if conn.execute(pg_sql, (name, cid)).rowcount == 1:
-                won.append(cid)
-    out.put((t0, time.perf_counter(), won))
-    conn.close()
+        if kind == "board":
+            b = boards[url]
+            won = board_claim(b, index, ids) if mode == "claim" else board_next(b, index)
+        else:
+            won = (
+                raw_claim(raws[url], index, ids) if mode == "claim" else raw_next(raws[url], index)
+            )
+        out.put((t0, time.perf_counter(), won))
+    for b in boards.values():
+        b.store.close()
 
 
-def race(target: Any, url: str, ids: list[int]) -> tuple[float, Counter[int]]:
-    """Run the workers; returns (claims per second, wins per card)."""
-    ctx = mp.get_context("spawn")
-    start = ctx.Barrier(PROCESSES)
-    out = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(url, i, ids, start, out)) for i in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        if p.exitcode != 0:
-            raise SystemExit(f"a worker failed (exit {p.exitcode})")
-    began = min(r[0] for r in results)
-    ended = max(r[1] for r in results)
-    wins: Counter[int] = Counter()
-    for r in results:
-        wins.update(r[2])
-    return len(wins) / (ended - began), wins
+class Pool:
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.start = ctx.Barrier(PROCESSES)
+        self.out = ctx.Queue()
+        self.jobs = [ctx.Queue() for _ in range(PROCESSES)]
+        self.procs = [
+            ctx.Process(target=worker, args=(i, self.jobs[i], self.start, self.out))
+            for i in range(PROCESSES)
+        ]
+        for p in self.procs:
+            p.start()
+
+    def race(self, kind: str, mode: str, url: str, ids: list[int]) -> tuple[float, Counter[int]]:
+        """One run; returns (claims per second, wins per card)."""
+        for q in self.jobs:
+            q.put((kind, mode, url, ids))
+        results = [self.out.get(timeout=600) for _ in self.procs]
+        began = min(r[0] for r in results)
+        ended = max(r[1] for r in results)
+        wins: Counter[int] = Counter()
+        for r in results:
+            wins.update(r[2])
+        return len(wins) / (ended - began), wins
+
+    def close(self) -> None:
+        for q in self.jobs:
+            q.put(None)
+        for p in self.procs:
+            p.join(timeout=60)
+            if p.exitcode != 0:
+                raise SystemExit(f"a worker failed (exit {p.exitcode})")
 
 
 def claimed_events(url: str) -> Counter[int]:
@@ -136,27 +221,47 @@ def claimed_events(url: str) -> Counter[int]:
     return Counter(int(r["card_id"]) for r in rows)
 
 
-def one_backend(name: str, cards: int) -> int:
+def fresh_url(name: str, tmp: str, schemas: list[str]) -> str:
+    if name == "sqlite":
+        return f"sqlite:///{tmp}/{uuid.uuid4().hex}.db"
+    import psycopg
+
+    schema = "lbb_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    schemas.append(schema)
+    return pg_url(schema)
+
+
+def one_backend(pool: Pool, name: str, cards: int, rounds: int) -> int:
     tmp = tempfile.mkdtemp(prefix="lb-bench-")
     schemas: list[str] = []
-
-    def fresh_url() -> str:
-        if name == "sqlite":
-            return f"sqlite:///{tmp}/{uuid.uuid4().hex}.db"
-        import psycopg
-
-        schema = "lbb_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(PG_BASE, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        schemas.append(schema)
-        return pg_url(schema)
-
+    doubles = 0
     try:
-        board_url, raw_url = fresh_url(), fresh_url()
-        board_ids, raw_ids = prepare(board_url, cards), prepare(raw_url, cards)
-        raw_rate, raw_wins = race(raw_worker, raw_url, raw_ids)
-        board_rate, board_wins = race(board_worker, board_url, board_ids)
-        events = claimed_events(board_url)
+        url = fresh_url(name, tmp, schemas)
+        ids = prepare(url, cards)
+        print(f"{name:<8} cards={cards} processes={PROCESSES} rounds={rounds}")
+        for mode in MODES:
+            rates: dict[str, list[float]] = {"raw": [], "board": []}
+            for _ in range(rounds):
+                for kind in ("raw", "board"):
+                    reset(url)
+                    rate, wins = pool.race(kind, mode, url, ids)
+                    rates[kind].append(rate)
+                    doubles += sum(1 for n in wins.values() if n > 1)
+                    if len(wins) != cards:
+                        print(f"  {kind} {mode}: {cards - len(wins)} cards left unclaimed")
+            board, raw = (statistics.median(rates[k]) for k in ("board", "raw"))
+            ratio = statistics.median(
+                b / r for b, r in zip(rates["board"], rates["raw"], strict=True)
+            )
+            print(
+                f"  {mode:<10}  board {board:8.0f}/s  bare CAS {raw:8.0f}/s  "
+                f"ratio {ratio:.2f} (median of {rounds} pair ratios; goal >= 0.8)"
+            )
+        events = claimed_events(url)
+        doubles += sum(1 for n in events.values() if n != len(MODES) * rounds)
+        print(f"  double claims {doubles}")
     finally:
         if schemas:
             import psycopg
@@ -164,17 +269,6 @@ def one_backend(name: str, cards: int) -> int:
             with psycopg.connect(PG_BASE, autocommit=True) as conn:
                 for s in schemas:
                     conn.execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
-    doubles = sum(1 for n in board_wins.values() if n > 1)
-    doubles += sum(1 for n in events.values() if n > 1)
-    doubles += sum(1 for n in raw_wins.values() if n > 1)
-    missing = cards - len(board_wins)
-    ratio = board_rate / raw_rate
-    print(
-        f"{name:<8} cards={cards} processes={PROCESSES}  "
-        f"board claim {board_rate:8.0f}/s  raw CAS {raw_rate:8.0f}/s  "
-        f"ratio {ratio:.2f} (goal >= 0.8)  double claims {doubles}"
-        + (f"  unclaimed {missing}" if missing else "")
-    )
     return doubles
 
 
@@ -192,14 +286,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer cards (CI)")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], action="append")
+    ap.add_argument("--rounds", type=int, default=0, help="alternations per mode")
     args = ap.parse_args()
-    cards = 300 if args.quick else 2000
+    cards = 240 if args.quick else 2000
+    rounds = args.rounds or (2 if args.quick else 3)
     doubles = 0
-    for name in args.backend or ["sqlite", "postgres"]:
-        if name == "postgres" and not pg_reachable():
-            print("postgres: not reachable at LANEBOARD_TEST_PG; skipped")
-            continue
-        doubles += one_backend(name, cards)
+    pool = Pool()
+    try:
+        for name in args.backend or ["sqlite", "postgres"]:
+            if name == "postgres" and not pg_reachable():
+                print("postgres: not reachable at LANEBOARD_TEST_PG; skipped")
+                continue
+            doubles += one_backend(pool, name, cards, rounds)
+    finally:
+        pool.close()
     return 1 if doubles else 0
 
 

@@ -42,6 +42,7 @@ def test_projects_add_list_get(board: Board) -> None:
         "name": "Website",
         "path": "/srv/web",
         "base_ref": "main",
+        "remote": None,
         "created_at": "2026-01-01T00:00:00.000Z",
     }
     q = board.add_project(ME, "API")
@@ -62,6 +63,7 @@ def test_projects_add_list_get(board: Board) -> None:
 def test_create_fills_every_field_and_writes_one_event(web: Board, clock: FakeClock) -> None:
     dep = web.create_card(ME, "WEB", "Dependency")
     epic = web.create_card(ME, "WEB", "Epic", kind="epic")
+    run_id = web.create_run(ME, "WEB", "the goal")["id"]
     clock.advance(minutes=1)
     c = web.create_card(
         ME,
@@ -80,7 +82,7 @@ def test_create_fills_every_field_and_writes_one_event(web: Board, clock: FakeCl
         depends_on=[dep.ref],
         meta={"origin": "test"},
         idempotency_key="k-1",
-        run_id=9,
+        run_id=run_id,
     )
     d = c.to_dict()
     assert d == {
@@ -110,7 +112,7 @@ def test_create_fills_every_field_and_writes_one_event(web: Board, clock: FakeCl
         },
         "meta": {"origin": "test"},
         "idempotency_key": "k-1",
-        "run_id": 9,
+        "run_id": run_id,
         "depends_on": [dep.id],
         "status_since": "2026-01-01T00:01:00.000Z",
         "created_at": "2026-01-01T00:01:00.000Z",
@@ -119,7 +121,7 @@ def test_create_fills_every_field_and_writes_one_event(web: Board, clock: FakeCl
     }
     ev = web.events(card=c.ref)
     assert [(e.type, e.actor, e.actor_kind, e.run_id) for e in ev] == [
-        ("card.created", "alice", "human", 9)
+        ("card.created", "alice", "human", run_id)
     ]
     assert ev[0].payload == {
         "ref": "WEB-3",
@@ -178,7 +180,8 @@ def test_list_filters(web: Board) -> None:
     a = web.create_card(ME, "WEB", "a", assignee="worker", labels=["ui"], parent=epic.ref)
     b = web.create_card(ME, "WEB", "b", status="backlog", labels=["uix"])
     c = web.create_card(ME, "API", "c", assignee="reviewer")
-    d = web.create_card(ME, "API", "d", run_id=4)
+    run_id = web.create_run(ME, "API", "the api's goal")["id"]
+    d = web.create_card(ME, "API", "d", run_id=run_id)
 
     def refs(**kw: Any) -> list[str]:
         return [x.ref for x in web.list_cards(**kw)]
@@ -192,7 +195,7 @@ def test_list_filters(web: Board) -> None:
     assert refs(assignee="reviewer", unassigned=True) == [epic.ref, b.ref, c.ref, d.ref]
     assert refs(label="ui") == [a.ref]
     assert refs(parent=epic.ref) == [a.ref]
-    assert refs(run_id=4) == [d.ref]
+    assert refs(run_id=run_id) == [d.ref]
     assert refs(limit=2) == [epic.ref, a.ref]
     refused("BAD_INPUT", web.list_cards, statuses=["doing"])
     refused("BAD_INPUT", web.list_cards, limit=0)
@@ -530,13 +533,15 @@ def test_reports_per_round_with_evidence(web: Board, clock: FakeClock) -> None:
         "created_at": "2026-01-01T00:00:00.000Z",
     }
     # a second report in the same round replaces the first
-    r2 = web.report(w, c.ref, "second try", verdict="APPROVE")
+    r2 = web.report(w, c.ref, "second try")
     assert [x.body for x in web.reports(c.ref)] == ["second try"] and r2.round == 1
     ev = web.events(card=c.ref)[-1]
     assert (ev.type, ev.payload) == (
         "report.added",
-        {"round": 1, "evidence": 0, "verdict": "APPROVE"},
+        {"round": 1, "evidence": 0, "verdict": None},
     )
+    # the worker's own card is not a review card: no verdict of its own work
+    refused("ACCEPTANCE_FORBIDDEN", web.report, w, c.ref, "x", verdict="APPROVE")
     refused("BAD_INPUT", web.report, w, c.ref, "x", round_=2)
     refused("BAD_INPUT", web.report, w, c.ref, "x", verdict="MAYBE")
     web.move(w, c.ref, "in_review")
@@ -604,6 +609,8 @@ def test_candidates_filters_and_weight_order(web: Board, clock: FakeClock) -> No
         "priority": 2,
         "weight": 10 + 5 + 120.0,
         "fanout": 4,
+        "sla_pressure": 0.0,
+        "sla_row": None,
         "stale": False,
     }
     assert got[2].weight == pytest.approx(70 + 35)
@@ -656,6 +663,7 @@ def test_events_list_and_tail(web: Board, clock: FakeClock) -> None:
     assert [e.type for e in web.last_events(1, card=a.ref)] == ["comment.added"]
     assert all_ev[3].to_dict() == {
         "id": ids[3],
+        "cursor": all_ev[3].cursor,
         "at": "2026-01-01T00:00:01.000Z",
         "type": "card.created",
         "card_id": b.id,

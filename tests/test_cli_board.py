@@ -1,4 +1,6 @@
-"""The real ``lb`` in subprocesses: exact JSON documents, exit codes, one-line errors.
+"""The real ``lb`` in subprocesses: exact JSON documents, exit codes, one-line errors —
+each test in local mode and in remote mode (``lb serve`` over HTTP, a supervisor's board
+socket), with identical expectations.
 
 The clock is pinned with ``LANEBOARD_NOW`` so every timestamp is known in advance.
 """
@@ -6,88 +8,38 @@ The clock is pinned with ``LANEBOARD_NOW`` so every timestamp is known in advanc
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
-import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli_kit import LB, MODES, NOW, Cli
 
-from laneboard.board.tokens import Tokens
-from laneboard.domain.clock import FakeClock
-from laneboard.domain.model import human
-from laneboard.store import open_store
-
-NOW = "2026-01-01T00:00:00.000Z"
 LATER = "2026-01-01T00:15:00.000Z"
-_BIN = Path(sys.executable).parent / "lb"
-LB = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "laneboard.cli.main"]
+TOKENS = 3  # the people's tokens the kit mints before anything else (events 1-3)
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
-class Cli:
-    def __init__(self, tmp: Path) -> None:
-        self.db = tmp / "board.db"
-        self.url = f"sqlite:///{self.db}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
-        self.env.update(LANEBOARD_DATABASE_URL=self.url, LANEBOARD_NOW=NOW, LANEBOARD_USER="alice")
-
-    def run(self, *args: str, stdin: str = "", **env: str) -> Run:
-        p = subprocess.run(
-            [*LB, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env={**self.env, **env},
-            timeout=60,
-        )
-        return Run(p.returncode, p.stdout, p.stderr)
-
-    def ok(self, *args: str, stdin: str = "", **env: str) -> Any:
-        r = self.run(*args, "--json", stdin=stdin, **env)
-        assert (r.code, r.err) == (0, ""), r.err
-        return json.loads(r.out)
-
-    def events(self) -> int:
-        with sqlite3.connect(self.db) as conn:
-            return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
-
-    def refuse(self, code: str, exit_code: int, *args: str, **env: str) -> str:
-        """The command fails with one stderr line naming ``code`` and writes nothing."""
-        before = self.events()
-        r = self.run(*args, **env)
-        assert r.code == exit_code, (r.code, r.err)
-        assert r.out == ""
-        lines = r.err.splitlines()
-        assert len(lines) == 1 and r.err.endswith("\n"), r.err
-        assert lines[0].startswith(f"error {code}: "), lines[0]
-        assert " — " in lines[0], "the line names the fix"
-        assert self.events() == before, f"{code} wrote an event"
-        return lines[0]
-
-    def token(self, name: str, card_id: int, epoch: int) -> str:
-        store = open_store(self.url, FakeClock())
-        try:
-            raw, _ = Tokens(store).create(human("alice"), name, card_id=card_id, epoch=epoch)
-        finally:
-            store.close()
-        return raw
+def board_cli(tmp_path: Path, mode: str) -> Cli:
+    c = Cli(tmp_path, mode)
+    r = c.local("init", "--project", "WEB", "--path", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    return c
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    c = Cli(tmp_path)
-    c.ok("init", "--project", "WEB", "--path", str(tmp_path))
-    return c
+def cli(tmp_path: Path, mode: str) -> Iterator[Cli]:
+    c = board_cli(tmp_path, mode)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 def card_doc(**over: Any) -> dict[str, Any]:
@@ -141,36 +93,47 @@ def claim_doc(holder: str, kind: str, epoch: int, at: str = NOW, session: Any = 
 
 
 # -- success paths ----------------------------------------------------------------------
-def test_init_and_projects(tmp_path: Path) -> None:
-    c = Cli(tmp_path)
-    got = c.ok("init", "--project", "WEB", "--path", str(tmp_path))
+def test_init_and_projects(tmp_path: Path, mode: str) -> None:
+    c = Cli(tmp_path, mode)
+    r = c.local("init", "--project", "WEB", "--path", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
     project = {
         "id": 1,
         "key": "WEB",
         "name": "WEB",
         "path": str(tmp_path),
         "base_ref": None,
+        "remote": None,
         "created_at": NOW,
     }
-    assert got["database"] == c.url
     assert got == {"database": c.url, "schema_version": got["schema_version"], "project": project}
     assert isinstance(got["schema_version"], int) and got["schema_version"] >= 1
-    again = c.ok("init")  # re-running init is harmless
+    again = json.loads(c.local("init", "--json").out)  # re-running init is harmless
     assert again == {"database": c.url, "schema_version": got["schema_version"]}
-    api = c.ok("project", "add", "API", "--name", "Api", "--base-ref", "develop")
-    assert api == {
-        "id": 2,
-        "key": "API",
-        "name": "Api",
-        "path": None,
-        "base_ref": "develop",
-        "created_at": NOW,
-    }
-    assert c.ok("project", "list") == [project, api]
-    text = c.run("project", "list")
-    assert text.code == 0
-    assert text.out.splitlines()[0].split() == ["KEY", "NAME", "PATH", "BASE"]
-    assert c.run("project", "add", "WEB").code == 1
+    c.start()
+    try:
+        api = c.ok("project", "add", "API", "--name", "Api", "--base-ref", "develop")
+        assert api == {
+            "id": 2,
+            "key": "API",
+            "name": "Api",
+            "path": None,
+            "base_ref": "develop",
+            "remote": None,
+            "created_at": NOW,
+        }
+        assert c.ok("project", "list") == [project, api]
+        assert c.ok("project", "get", "API") == api
+        text = c.run("project", "list")
+        assert text.code == 0
+        assert text.out.splitlines()[0].split() == ["KEY", "NAME", "PATH", "BASE", "REMOTE"]
+        c.refuse("CONFLICT", 1, "project", "add", "WEB")
+        if mode != "local":  # a local command refuses to run through LANEBOARD_URL
+            line = c.refuse("CONFIG_INVALID", 2, "init")
+            assert line.startswith("error CONFIG_INVALID: lb init works on a local board")
+    finally:
+        c.stop()
 
 
 def test_card_lifecycle_documents(cli: Cli) -> None:
@@ -296,12 +259,11 @@ def test_card_lifecycle_documents(cli: Cli) -> None:
     text = cli.run("card", "get", "WEB-1")
     assert text.code == 0 and text.out.startswith("WEB-1  Fix login\n  status done")
 
-    tail = cli.run("events", "tail", "-n", "3", "--json")
-    assert tail.code == 0
-    events = [json.loads(line) for line in tail.out.splitlines()]
+    events = cli.ok("events", "tail", "-n", "3")
     assert [e["type"] for e in events] == ["report.added", "card.moved", "card.moved"]
     assert events[-1] == {
-        "id": 8,
+        "id": TOKENS + 8,
+        "cursor": str(TOKENS + 8),  # SQLite: the id is the position in the log
         "at": NOW,
         "type": "card.moved",
         "card_id": 1,
@@ -311,8 +273,10 @@ def test_card_lifecycle_documents(cli: Cli) -> None:
         "actor_kind": "human",
         "payload": {"ref": "WEB-1", "from": "in_review", "to": "done", "reason": None, "round": 1},
     }
-    after = cli.run("events", "tail", "--after", "6", "--json", "--card", "WEB-1")
-    assert [json.loads(x)["id"] for x in after.out.splitlines()] == [7, 8]
+    after = cli.ok("events", "tail", "--after", str(TOKENS + 6), "--card", "WEB-1")
+    assert [e["id"] for e in after] == [TOKENS + 7, TOKENS + 8]
+    text = cli.run("events", "tail", "-n", "1")
+    assert text.code == 0 and text.out.split()[:3] == [str(TOKENS + 8), NOW, "card.moved"]
 
 
 def test_edit_list_link_release_candidates(cli: Cli) -> None:
@@ -344,6 +308,8 @@ def test_edit_list_link_release_candidates(cli: Cli) -> None:
             "priority": 2,
             "weight": 0.0,
             "fanout": 0,
+            "sla_pressure": 0.0,
+            "sla_row": None,
             "stale": False,
         },
         {
@@ -355,6 +321,8 @@ def test_edit_list_link_release_candidates(cli: Cli) -> None:
             "priority": 2,
             "weight": 0.0,
             "fanout": 0,
+            "sla_pressure": 0.0,
+            "sla_row": None,
             "stale": False,
         },
     ]
@@ -364,7 +332,9 @@ def test_edit_list_link_release_candidates(cli: Cli) -> None:
     assert stale == []  # 15 minutes is not stale yet
     later = "2026-01-01T00:30:00Z"
     stale = cli.ok("card", "candidates", "--assignee", "worker", "--stale", LANEBOARD_NOW=later)
-    assert [(c["ref"], c["stale"], c["weight"]) for c in stale] == [("WEB-2", True, 45.0)]
+    got = [(c["ref"], c["stale"], c["weight"], c["sla_row"], c["sla_pressure"]) for c in stale]
+    # 30 in status + 15 of age, and 30 of pressure: the heartbeat is at its 30-minute limit
+    assert got == [("WEB-2", True, 75.0, "heartbeat_stale", 30.0)]
     released = cli.ok("card", "release", "WEB-2", "--note", "back to the pool")
     assert (released["status"], released["claim"]) == (
         "todo",
@@ -393,8 +363,8 @@ def test_agent_token_writes_are_attributed_and_fenced(cli: Cli) -> None:
         "agents write only the card they were dispatched for"
     )
     cli.refuse("FORBIDDEN", 1, "project", "add", "EVIL", LANEBOARD_TOKEN=tok)
-    bad = cli.run("card", "get", "WEB-1", LANEBOARD_TOKEN="lbt_forged")
-    assert bad.code == 0  # reads need no identity
+    # reads check the credential too: a forged token reads nothing
+    cli.refuse("UNAUTHORIZED", 1, "card", "get", "WEB-1", LANEBOARD_TOKEN="lbt_forged")
     cli.refuse("UNAUTHORIZED", 1, "card", "comment", "WEB-1", "x", LANEBOARD_TOKEN="lbt_forged")
 
 
@@ -409,7 +379,7 @@ def test_each_error_code_is_one_line_and_writes_nothing(cli: Cli) -> None:
     cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "   ")
     cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "x", "--meta", "[1]")
     cli.refuse("BAD_INPUT", 2, "card", "add", "WEB", "x", "--priority", "7")
-    cli.refuse("BAD_INPUT", 2, "card", "move", "WEB-1", "doing")
+    cli.refuse("USAGE", 2, "card", "move", "WEB-1", "doing")
     cli.refuse("BAD_INPUT", 2, "card", "move", "WEB-1", "blocked", "--reason", "x", "--key", " ")
     cli.refuse("BAD_INPUT", 2, "card", "report", "WEB-1", "--body", "b", "--evidence", "pytest")
     cli.refuse("ILLEGAL_TRANSITION", 1, "card", "move", "WEB-1", "done")
@@ -546,7 +516,8 @@ def test_every_error_code_has_an_exact_line_and_document(cli: Cli) -> None:
         cli,
         "CLAIM_CONFLICT",
         1,
-        "error CLAIM_CONFLICT: WEB-1 cannot be claimed: held by w1 with a live heartbeat — "
+        "error CLAIM_CONFLICT: WEB-1 cannot be claimed: held by w1 with a live heartbeat "
+        "(0 min old) — "
         "pick another card from: lb card candidates",
         "card",
         "claim",
@@ -607,8 +578,12 @@ def test_usage_errors_exit_2_with_one_line(cli: Cli, args: tuple[str, ...]) -> N
 def test_bad_environment_is_reported(cli: Cli) -> None:
     line = cli.refuse("CONFIG_INVALID", 2, "card", "list", LANEBOARD_NOW="yesterday")
     assert "LANEBOARD_NOW" in line
-    r = cli.run("card", "list", LANEBOARD_DATABASE_URL="mysql://x/y")
-    assert r.code == 2 and r.err.startswith("error CONFIG_INVALID: unsupported database URL")
+    if cli.mode == "local":
+        r = cli.run("card", "list", LANEBOARD_DATABASE_URL="mysql://x/y")
+        assert r.code == 2 and r.err.startswith("error CONFIG_INVALID: unsupported database URL")
+    else:
+        line = cli.refuse("CONFIG_INVALID", 2, "card", "list", LANEBOARD_URL="ftp://x")
+        assert line.startswith("error CONFIG_INVALID: LANEBOARD_URL='ftp://x' is not")
 
 
 def test_events_tail_follow_prints_new_events_as_they_happen(cli: Cli) -> None:
@@ -616,7 +591,7 @@ def test_events_tail_follow_prints_new_events_as_they_happen(cli: Cli) -> None:
     proc = subprocess.Popen(
         [*LB, "events", "tail", "-n", "1", "--follow", "--interval", "0.05", "--json",
          "--max-events", "3"],
-        env=cli.env,
+        env=cli.environ(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -636,3 +611,28 @@ def test_events_tail_follow_prints_new_events_as_they_happen(cli: Cli) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()  # closes the pipes
+
+
+def test_text_output_aligns_and_says_what_happened(cli: Cli) -> None:
+    first = cli.run("card", "add", "WEB", "short", "--key", "k-1")
+    assert (first.code, first.out) == (0, "WEB-1 created (todo)\n")
+    again = cli.run("card", "add", "WEB", "short", "--key", "k-1")
+    assert again.code == 0
+    assert (
+        again.out
+        == "WEB-1 already has key k-1: returned the existing card (todo), nothing created\n"
+    )
+    cli.ok("project", "add", "LONGNAME")
+    for _ in range(10):
+        cli.ok("card", "add", "LONGNAME", "a card with a long reference", "--assignee", "worker")
+    cli.ok("card", "claim", "LONGNAME-10", "--holder", "someone-with-a-long-name")
+    lines = cli.run("card", "list").out.splitlines()
+    assert lines[0].split() == ["CARD", "STATUS", "PRI", "WHO", "TITLE"]
+    starts = {
+        line.index(" todo") if " todo" in line else line.index(" in_progress") for line in lines[1:]
+    }
+    assert len(starts) == 1, lines  # the STATUS column starts at one offset on every line
+    titles = {
+        line.index("short") if "short" in line else line.index("a card") for line in lines[1:]
+    }
+    assert len(titles) == 1, lines

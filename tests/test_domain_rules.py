@@ -139,7 +139,15 @@ def test_claim_windows_same_holder_stale_and_takeover() -> None:
     assert not claims.claim_verdict(card, "w1", True, T0 + 10 * MINUTE_MS - 1).ok
     again = claims.claim_verdict(card, "w1", True, T0 + 10 * MINUTE_MS)
     assert again.ok and not again.takeover
-    # anyone else: refused until 6 h, then a takeover
+    # anyone else: refused until 6 h, then a takeover; the refusal says how old the beat is
+    live = claims.claim_verdict(card, "w2", True, T0 + 5 * MINUTE_MS)
+    assert live.reason == "held by w1 with a live heartbeat (5 min old)"
+    old = claims.claim_verdict(card, "w2", True, T0 + 60 * MINUTE_MS)
+    assert not old.ok and "live" not in old.reason
+    assert old.reason == (
+        "held by w1, whose heartbeat is 60 min old (stale, but anyone may take it over only "
+        "after 6 h: 300 min from now)"
+    )
     assert not claims.claim_verdict(card, "w2", True, T0 + 6 * HOUR_MS - 1).ok
     took = claims.claim_verdict(card, "w2", True, T0 + 6 * HOUR_MS)
     assert took.ok and took.takeover

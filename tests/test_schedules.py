@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from laneboard.board import schedules as sch
+from laneboard.board.schedule_jobs import local_zone_name
 from laneboard.board.schedules import (
     Schedules,
     acquire_tick_lock,
@@ -371,7 +372,7 @@ def test_list_summary_and_remove(svc: Schedules, board: Board, me: Actor, clock:
     assert added["job"]["acceptance"] == [{"id": "A1", "text": "report sent"}]
     svc.add(me, "local", "5-55/10 * * * *", {"project": "WEB", "title": "t"})
     assert [v["name"] for v in svc.list()] == ["local", "weekdays"]
-    assert svc.get("local")["timezone"] == "local"
+    assert svc.get("local")["timezone"] == local_zone_name() != "local"  # resolved once
     summary = schedules_summary(board.store, clock)
     assert summary == {
         "total": 2,
@@ -379,6 +380,7 @@ def test_list_summary_and_remove(svc: Schedules, board: Board, me: Actor, clock:
         "overdue": [],
         "failed": [],
         "never_run": ["local", "weekdays"],
+        "broken": [],
         "next": {"name": "weekdays", "at": "2026-01-01T08:00:00.000Z"},
     }
     gone = svc.remove(me, "weekdays")
@@ -437,3 +439,81 @@ def test_agents_may_not_manage_schedules(svc: Schedules, me: Actor) -> None:
     with pytest.raises(LaneboardError):
         svc.remove(agent("worker"), "x")
     assert len(svc.list()) == 1
+
+
+def test_local_is_resolved_once_when_added(
+    svc: Schedules, board: Board, me: Actor, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daily ``local`` schedule added on a New York host fires at 09:00 New York time,
+    whichever host (a UTC one here) runs the pass: once a day, never twice."""
+    clock.t = utc(2026, 1, 5, 12, 0)
+    monkeypatch.setenv("TZ", "America/New_York")
+    added = svc.add(me, "daily", "0 9 * * *", {"project": "WEB", "title": "t"}, timezone="local")
+    assert added["timezone"] == "America/New_York"
+    monkeypatch.setenv("TZ", "UTC")  # another host
+    assert svc.get("daily")["next_due"] == "2026-01-05T14:00:00.000Z"
+    monkeypatch.setenv("TZ", "Not/A_Zone")
+    with pytest.raises(LaneboardError) as exc:
+        svc.add(me, "other", "0 9 * * *", {"project": "WEB", "title": "t"}, timezone="local")
+    assert exc.value.code == "BAD_INPUT" and "--timezone" in (exc.value.fix or "")
+    assert [v["name"] for v in svc.list()] == ["daily"]
+
+
+def test_every_missed_occurrence_is_recorded(
+    svc: Schedules, board: Board, me: Actor, clock: FakeClock
+) -> None:
+    clock.t = utc(2026, 1, 1, 9, 5)
+    svc.add(me, "hourly", "0 * * * *", JOB, timezone="UTC")
+    clock.t = utc(2026, 1, 1, 13, 30)  # an outage: no pass ran at 10, 11, 12 or 13
+    res = run_schedule_pass(board.store, clock, "A")
+    want = [f"2026-01-01T{h}:00Z" for h in (10, 11, 12, 13)]
+    assert [m["minute"] for m in res.missed] == want
+    got = [e.payload["minute"] for e in board.events(limit=500) if e.type == "schedule.missed"]
+    assert sorted(got) == want
+    clock.t = utc(2026, 1, 1, 13, 40)
+    run_schedule_pass(board.store, clock, "A")  # nothing new: nothing recorded again
+    assert event_types(board).count("schedule.missed") == 4
+    clock.t = utc(2026, 1, 1, 15, 30)  # 14:00 and 15:00 missed too: only those are new
+    assert [m["minute"] for m in run_schedule_pass(board.store, clock, "A").missed] == [
+        "2026-01-01T14:00Z", "2026-01-01T15:00Z",
+    ]  # fmt: skip
+    assert event_types(board).count("schedule.missed") == 6
+
+
+def test_a_failed_dispatch_is_never_ok(
+    svc: Schedules, board: Board, me: Actor, clock: FakeClock
+) -> None:
+    clock.t = utc(2026, 1, 1, 9, 0, 10)
+    svc.add(me, "tick", "* * * * *", {"project": "WEB", "title": "t"}, timezone="UTC")
+    with board.store.write() as tx:
+        tx.run("UPDATE projects SET key = 'SITE', name = 'SITE'")
+    assert run_schedule_pass(board.store, clock, "A").failed
+    assert svc.get("tick")["health"] == "failing"
+    assert schedules_summary(board.store, clock)["failed"][0]["name"] == "tick"
+
+
+def test_a_corrupt_row_breaks_only_its_schedule(
+    svc: Schedules, board: Board, me: Actor, clock: FakeClock
+) -> None:
+    from laneboard.server.status import health as healthz
+    from laneboard.supervisor.doctor import doctor_report
+
+    clock.t = utc(2026, 1, 1, 9, 0, 10)
+    svc.add(me, "good", "* * * * *", {"project": "WEB", "title": "t"}, timezone="UTC")
+    svc.add(me, "bad", "* * * * *", {"project": "WEB", "title": "t"}, timezone="UTC")
+    with board.store.write() as tx:
+        tx.run("UPDATE schedules SET job = '{not json', timezone = 'Nowhere/Zone' "
+               "WHERE name = 'bad'")  # fmt: skip
+    views = {v["name"]: v for v in svc.list()}
+    assert views["good"]["health"] == "never-run"
+    assert views["bad"]["health"] == "broken" and views["bad"]["broken"]
+    assert svc.get("bad")["enabled"] is False
+    res = run_schedule_pass(board.store, clock, "A")
+    assert [f["name"] for f in res.fired] == ["good"] and not res.failed
+    summary = schedules_summary(board.store, clock)
+    assert [b["name"] for b in summary["broken"]] == ["bad"]
+    assert "1 broken schedules" in doctor_report(board.store, clock)["reasons"]
+    code, body = healthz(board.store)
+    assert code == 200 and body["store"]["ok"] is True
+    assert svc.remove(me, "bad")["name"] == "bad"
+    assert [v["name"] for v in svc.list()] == ["good"]

@@ -111,6 +111,8 @@ def test_poll_mode_runs_passes(cli: Cli) -> None:
     r = cli.run("scheduler", "run", "--poll-ms", "1000", "--max-passes", "2")
     assert r.code == 0 and r.out.count("schedule pass at") == 2
     assert r.out.count("dispatched tick -> WEB-1") == 1
+    default = cli.run("scheduler", "run", "--max-passes", "1")  # polls every 30000 ms
+    assert default.code == 0 and default.out.count("schedule pass at") == 1, default.err
     short = cli.run("scheduler", "run", "--poll-ms", "10")
     assert short.code == 2 and short.err.startswith("error BAD_INPUT: --poll-ms 10 is too short")
 

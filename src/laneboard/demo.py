@@ -21,7 +21,9 @@ from typing import Any
 from laneboard.board.service import Board
 from laneboard.config import SupervisorConfig
 from laneboard.domain.model import human
+from laneboard.domain.runs import RunOptions
 from laneboard.store import open_store
+from laneboard.store.notify import Broadcaster
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.loop import Supervisor
 from laneboard.supervisor.runtime import Runtime
@@ -36,6 +38,7 @@ GIT = [
     "user.email=demo@laneboard.invalid",
 ]
 
+GOAL = "greet, add and print: three cards as one run"
 GREET = 'def hello(name: str) -> str:\n    return f"hello, {name}"\n'
 ADD_BUGGY = "def add(a: int, b: int) -> int:\n    return a - b\n"
 ADD = "def add(a: int, b: int) -> int:\n    return a + b\n"
@@ -95,11 +98,12 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
     """Run the demo in ``root``; returns the summary (also printed as it goes)."""
     repo = make_project(root)
     url = f"sqlite:///{root / 'board.db'}"
-    os.environ["LANEBOARD_DATABASE_URL"] = url  # the agents' lb calls use the demo board
     store = open_store(url)
     board = Board(store)
     me = human("demo")
     board.add_project(me, "DEMO", "demo project", str(repo))
+    run = board.create_run(me, "DEMO", GOAL, RunOptions(interval_ms=100))
+    print(f"run {run['id']}: {GOAL}", file=out)
     refs: list[str] = []
     for spec in CARDS:
         card = board.create_card(
@@ -113,6 +117,7 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
             allowed_paths=spec["allowed_paths"],
             meta={"script": spec["script"]},
             depends_on=[refs[0]] if spec.get("depends_on_first") else [],
+            run_id=run["id"],
         )
         refs.append(card.ref)
         print(f"created {card.ref}: {card.title}", file=out)
@@ -131,22 +136,29 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
     sup.start()
     thread = threading.Thread(target=sup.run, daemon=True)
     thread.start()
-    cursor = 0
+    cursor = "0"
     deadline = time.monotonic() + timeout
+    wakeups = Broadcaster(store, poll_s=0.2).start()
     try:
         while time.monotonic() < deadline:
-            for e in board.events(cursor, limit=200):
-                cursor = e.id
+            events, cursor = board.events_after(cursor, limit=200)
+            for e in events:
                 line = _describe(e.type, e.payload)
                 if line and e.card_id is not None:
                     print(f"  {board.get(e.card_id).ref}: {line}", file=out)
-            if all(board.get(r).terminal for r in refs) and _lanes_left(store) == 0:
+            converged = board.run(run["id"])["status"] in ("completed", "blocked", "failed")
+            if converged and _lanes_left(store) == 0:
                 break
-            time.sleep(0.2)
+            wakeups.wait(cursor, 1.0)
     finally:
+        wakeups.close()
         sup.stop_event.set()
         thread.join(60)
     summary = _summary(board, store, refs, repo)
+    view = board.run(run["id"])
+    summary["run"] = {"id": view["id"], "goal": view["goal"], "status": view["status"],
+                      "convergence": view["convergence"]}  # fmt: skip
+    summary["ok"] = summary["ok"] and view["status"] == "completed"
     rt.store.close()
     store.close()
     return summary
@@ -155,7 +167,7 @@ def run_demo(root: Path, *, timeout: float = 90.0, out: Any = sys.stdout) -> dic
 def _lanes_left(store: Any) -> int:
     """Lanes of the demo not yet cleaned up (worktree and merged branch)."""
     with store.read() as tx:
-        return int(tx.scalar("SELECT count(*) FROM lanes WHERE state IN ('active', 'landed')"))
+        return int(tx.count_lanes(("active", "landed")))
 
 
 def _describe(kind: str, p: dict[str, Any]) -> str | None:
@@ -176,7 +188,7 @@ def _summary(board: Board, store: Any, refs: list[str], repo: Path) -> dict[str,
     for ref in refs:
         c = board.get(ref)
         with store.read() as tx:
-            turns = tx.all("SELECT outcome FROM turns WHERE card_id = ?", (c.id,))
+            turns = tx.turn_outcomes(c.id)
         cards.append(
             {
                 "ref": c.ref,
@@ -208,6 +220,11 @@ def render(summary: dict[str, Any]) -> str:
             f"  {c['ref']:<8} {c['status']:<9} round {c['round']}  turns "
             f"{','.join(c['turns'])}  landed {commit}  {c['title']}"
         )
+    run = summary.get("run")
+    if run:
+        conv = run["convergence"]
+        lines += ["", f"run {run['id']} ({run['goal']}): {run['status']}, convergence "
+                      f"{conv['state']} / {conv['reason']}"]  # fmt: skip
     left = summary["worktrees_left"] + summary["lane_branches_left"]
     lines += ["", "lanes left behind: " + (", ".join(left) if left else "none")]
     lines += ["", "main branch of the project:"] + [f"  {ln}" for ln in summary["main_log"]]
@@ -229,14 +246,8 @@ def main_demo(keep: bool, timeout: float, as_json: bool) -> int:
     import json
 
     root = Path(tempfile.mkdtemp(prefix="laneboard-demo-"))
-    saved = os.environ.get("LANEBOARD_DATABASE_URL")
-    try:
-        summary = run_demo(root, timeout=timeout, out=sys.stderr if as_json else sys.stdout)
-    finally:
-        if saved is None:
-            os.environ.pop("LANEBOARD_DATABASE_URL", None)
-        else:
-            os.environ["LANEBOARD_DATABASE_URL"] = saved
+    # progress goes to stderr with --json: stdout is the one summary document
+    summary = run_demo(root, timeout=timeout, out=sys.stderr if as_json else sys.stdout)
     summary["kept"] = keep
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))

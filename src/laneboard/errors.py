@@ -31,6 +31,28 @@ CODES: dict[str, tuple[int, int]] = {
     "LANDING_BLOCKED": (409, 1),
     "CONFIG_INVALID": (422, 2),
     "AGENT_UNAVAILABLE": (409, 1),
+    "SCHEDULER_UNAVAILABLE": (409, 1),
+    "SERVICE_FAILED": (409, 1),
+    "SANDBOX_UNAVAILABLE": (409, 1),
+    "BOUNDARY_VIOLATION": (409, 1),
+    "UNSUPPORTED_MEDIA_TYPE": (415, 2),
+    # orchestrated runs: the refusals a coordinator or specialist sees verbatim
+    "PATH_OVERLAP": (409, 1),
+    "OUT_OF_SCOPE": (409, 1),
+    "UNKNOWN_DEPENDENCY": (409, 1),
+    "DEPTH_LIMIT": (409, 1),
+    "ROLE_LIMIT": (409, 1),
+    "PLAN_LIMIT": (409, 1),
+    "DUPLICATE_ASSIGNMENT": (409, 1),
+    "STALE_REVISION": (409, 1),
+    "NOT_ACCEPTED": (409, 1),
+    "TURN_ACTIVE": (409, 1),
+    "CHECKPOINT_REQUIRED": (409, 1),
+    "UNVERIFIED_ASSIGNMENTS": (409, 1),
+    "BUDGET_EXHAUSTED": (409, 1),
+    "PUBLICATION_UNCERTAIN": (409, 1),
+    "ILLEGAL_RUN_TRANSITION": (409, 1),
+    "IDEMPOTENCY_CONFLICT": (409, 1),
 }
 
 

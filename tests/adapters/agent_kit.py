@@ -17,11 +17,14 @@ import pytest
 from model_server import ModelServer, ToolCall
 
 from laneboard.agents.env import agent_env
+from laneboard.agents.sandbox import Sandbox
+from laneboard.agents.sandbox_spec import SessionPaths, build_spec
 from laneboard.board.service import Board
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_BIN = ROOT / ".cache" / "agent-clis" / "node_modules" / ".bin"
 KINDS = ("claude", "codex", "pi")
+CODEX_YIELD_MS = 30_000  # the longest wait for a command Codex's exec_command accepts
 
 
 def cli_path(kind: str) -> str:
@@ -105,21 +108,48 @@ class Kind:
             base,
             token=board.get("token"),
             card_ref=board.get("card"),
-            db_url=board.get("db"),
+            board_url=board.get("url"),
             extra=extra,
         )
+
+    def sandbox(
+        self,
+        tmp: Path,
+        cwd: Path,
+        env: dict[str, str],
+        *,
+        checkout: Path | None = None,
+        lane: Path | None = None,
+        name: str = "session",
+    ) -> Sandbox:
+        """A bubblewrap sandbox for one session, as the pool builds it."""
+        state = tmp / "state"
+        paths = SessionPaths(
+            kind=self.name,
+            cwd=str(cwd),
+            home=str(state / "agents" / "homes" / f"{self.name}-{name}"),
+            tmp=str(state / "agents" / "tmp" / f"{self.name}-{name}"),
+            state_dir=str(state),
+            checkout=str(checkout) if checkout else None,
+            lane=str(lane) if lane else None,
+        )
+        return Sandbox(build_spec(paths, env, cli_path(self.name)))
 
     @property
     def requests_per_broken_reply(self) -> int:
         """Model requests one broken response costs: Claude Code follows a broken stream
-        with the same request unstreamed."""
-        return 2 if self.name == "claude" else 1
+        with the same request unstreamed; Pi retries a transient failure itself, three
+        times by default, within the same turn."""
+        return {"claude": 2, "pi": 4}.get(self.name, 1)
 
     def bash(self, command: str) -> ToolCall:
         if self.name == "claude":
             return ToolCall("Bash", {"command": command, "description": "run a command"})
         if self.name == "codex":
-            return ToolCall("exec_command", {"cmd": command})
+            # exec_command answers "still running" after yield_time_ms (10 s unless given) and
+            # the script's next reply would then end the turn before the command did: wait
+            # the longest Codex allows, so a slow `lb` on a loaded machine still finishes
+            return ToolCall("exec_command", {"cmd": command, "yield_time_ms": CODEX_YIELD_MS})
         return ToolCall("bash", {"command": command})
 
     def write(self, lane: Path, name: str, content: str) -> ToolCall:
@@ -134,7 +164,7 @@ class Kind:
 
 @dataclass
 class BoardSetup:
-    db_url: str
+    board_url: str
     card: str
     token: str
     board: Board

@@ -14,6 +14,7 @@ from laneboard.board.tokens import Tokens
 from laneboard.domain.clock import SystemClock
 from laneboard.domain.model import agent, human
 from laneboard.store import open_store
+from laneboard.supervisor import board_socket
 
 
 @pytest.fixture(params=KINDS)
@@ -47,7 +48,9 @@ def claimed_card(tmp_path: Path, repo: Path) -> Iterator[BoardSetup]:
     )
     claimed = board.claim(agent("worker"), card.ref)
     token, _ = Tokens(store).create(me, "worker", card_id=card.id, epoch=claimed.claim_epoch)
+    sock = board_socket.serve(board, str(tmp_path / "state"))  # the agents' lb calls go here
     try:
-        yield BoardSetup(url, card.ref, token, board)
+        yield BoardSetup(sock.url, card.ref, token, board)
     finally:
+        board_socket.stop(board)
         store.close()

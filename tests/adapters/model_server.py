@@ -47,6 +47,10 @@ class ToolCall:
     """A JSON object for function tools; a plain string for a freeform (custom) tool."""
     custom: bool = False
     """Responses API only: emit a ``custom_tool_call`` instead of a ``function_call``."""
+    search: bool = False
+    """Responses API only: a ``tool_search_call`` (Codex loads deferred tools, e.g. MCP)."""
+    namespace: str = ""
+    """Responses API only: the namespace of a deferred tool's ``function_call``."""
 
 
 @dataclass
@@ -55,8 +59,12 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     expect: tuple[str, ...] = ()
     hang: bool = False
+    hold: bool = False
+    """Wait for ``release()`` before answering; the reply then arrives whole (a slow model)."""
     malformed: str = ""
     """``"truncated"`` or ``"garbage"``: send a broken stream instead of this reply."""
+    overloaded: bool = False
+    """Answer HTTP 503 ``overloaded_error`` (a transient error a CLI may retry itself)."""
     input_tokens: int = 11
     output_tokens: int = 7
 
@@ -72,6 +80,30 @@ class Logged:
     @property
     def text(self) -> str:
         return json.dumps(self.body)
+
+    def tool_outputs(self) -> list[str]:
+        """What the CLI sent back as the results of tool calls (Anthropic ``tool_result``
+        blocks, Responses ``function_call_output`` items, chat ``tool`` messages) — not its
+        own instructions, which may describe approvals in general."""
+        found: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                kind = node.get("type")
+                if kind in TOOL_OUTPUT_TYPES or node.get("role") == "tool":
+                    found.append(json.dumps(node.get("output", node.get("content"))))
+                    return
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for item in node:
+                    walk(item)
+
+        walk(self.body)
+        return found
+
+
+TOOL_OUTPUT_TYPES = ("tool_result", "function_call_output", "custom_tool_call_output")
 
 
 def side_request(path: str, body: dict[str, Any]) -> bool:
@@ -238,6 +270,11 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if reply is None:
                 self._error(400, err or "no reply")
                 return
+            if reply.overloaded:
+                self._error(503, "Overloaded", kind="overloaded_error")
+                return
+            if reply.hold:
+                server.stall()
             model = str(body.get("model") or "test-model")
             if wire == "anthropic" and not body.get("stream"):
                 if reply.malformed:
@@ -263,16 +300,9 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def _error(self, status: int, message: str) -> None:
+        def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
             payload = json.dumps(
-                {
-                    "type": "error",
-                    "error": {
-                        "type": "invalid_request_error",
-                        "message": message,
-                        "code": "invalid_request_error",
-                    },
-                }
+                {"type": "error", "error": {"type": kind, "message": message, "code": kind}}
             ).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -525,7 +555,17 @@ def responses_events(reply: Reply, model: str) -> Iterator[tuple[str | None, str
     for call in reply.tool_calls:
         idx = len(output)
         call_id = _id("call_")
-        if call.custom:
+        if call.search:
+            assert isinstance(call.input, dict)
+            item = {
+                "type": "tool_search_call",
+                "id": _id("tsc_"),
+                "call_id": call_id,
+                "execution": "client",
+                "arguments": call.input,
+                "status": "completed",
+            }
+        elif call.custom:
             item = {
                 "type": "custom_tool_call",
                 "id": _id("ctc_"),
@@ -543,6 +583,8 @@ def responses_events(reply: Reply, model: str) -> Iterator[tuple[str | None, str
                 "arguments": _args(call),
                 "status": "completed",
             }
+            if call.namespace:
+                item["namespace"] = call.namespace
         yield ev({"type": "response.output_item.added", "output_index": idx, "item": item})
         yield ev({"type": "response.output_item.done", "output_index": idx, "item": item})
         output.append(item)

@@ -48,7 +48,7 @@ def test_worker_delivers_through_lb_then_a_second_turn_in_the_same_session(
         Reply(text="Second turn answer.", expect=("Delivered WEB-1.", "What did you do?")),
     )
     adapter = adapter_for(kind.name, kind.config(tmp_path))
-    env = kind.env(token=claimed_card.token, card=card, db=claimed_card.db_url)
+    env = kind.env(token=claimed_card.token, card=card, url=claimed_card.board_url)
     assert "LANEBOARD_SECRET_THING" not in env and env["LANEBOARD_TOKEN"] == claimed_card.token
     session = adapter.open_session(str(repo), None, WORKER, env)
     try:
@@ -165,3 +165,93 @@ def test_a_reviewer_is_refused_writes(
     # the model was told both attempts failed
     follow_ups = [json.dumps(e.body) for e in server.turns()[1:]]
     assert len(follow_ups) == 2
+    if kind.name == "codex":  # and why: Codex itself would say only "rejected"
+        assert "laneboard refused" in follow_ups[0] and "laneboard refused" in follow_ups[1]
+
+
+def test_pi_retries_an_overloaded_model_within_the_turn_and_is_never_prompted_while_busy(
+    server: ModelServer, repo: Path, tmp_path: Path
+) -> None:
+    """Pi ends a run whose model request failed, then retries it itself: the turn lasts
+    until that retry ends, so the next prompt finds Pi idle (never "already processing")."""
+    home = tmp_path / "home"
+    home.mkdir()
+    kind = Kind("pi", home, server)
+    server.add(
+        Reply(overloaded=True),
+        Reply(text="Recovered after a retry."),
+        Reply(text="Still here."),
+    )
+    adapter = adapter_for(kind.name, kind.config(tmp_path))
+    session = adapter.open_session(str(repo), None, WORKER, kind.env())
+    try:
+        first = session.send("Do the work.", timeout=TURN_S)
+        assert first.ok, (first.error, server.errors)
+        assert first.final_text.strip() == "Recovered after a retry."
+        assert "retry" in [e.kind for e in first.events]
+        second = session.send("Are you there?", timeout=TURN_S)
+        assert second.ok, (second.error, server.errors)
+        assert second.final_text.strip() == "Still here."
+    finally:
+        session.close()
+    assert server.errors == []
+    assert len(server.turns()) == 3
+
+
+def test_codex_is_told_why_laneboard_refused_an_approval(
+    server: ModelServer, repo: Path, tmp_path: Path
+) -> None:
+    """Codex passes a declined approval to the model as "rejected" only: laneboard's
+    reason (the role's command list) reaches the model too, within the same turn."""
+    home = tmp_path / "home"
+    home.mkdir()
+    kind = Kind("codex", home, server)
+    server.add(
+        Reply(tool_calls=[kind.bash("curl -s http://127.0.0.1:9/")]),
+        Reply(text="Understood.", expect=("laneboard refused", "not in this role's command list")),
+    )
+    adapter = adapter_for(kind.name, kind.config(tmp_path))
+    session = adapter.open_session(str(repo), None, WORKER, kind.env())
+    try:
+        result = session.send("Fetch the page.", timeout=TURN_S)
+    finally:
+        session.close()
+    assert server.errors == [], server.errors
+    assert result.ok, result.error
+    refused = [e for e in result.events if e.kind == "approval" and not e.data["allowed"]]
+    assert refused and "curl" in json.dumps(refused[0].data["command"])
+
+
+def test_codex_is_steered_within_its_running_turn(
+    server: ModelServer, repo: Path, tmp_path: Path
+) -> None:
+    """A message steered into a running Codex turn (``turn/steer``) is in the model's next
+    request of the same turn; with no turn running, ``steer`` refuses (the caller queues)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    kind = Kind("codex", home, server)
+    server.add(
+        Reply(tool_calls=[kind.bash("git status --short")], hold=True),
+        Reply(text="Switched to the blue plan.", expect=("use the blue plan instead",)),
+    )
+    adapter = adapter_for(kind.name, kind.config(tmp_path))
+    session = adapter.open_session(str(repo), None, WORKER, kind.env())
+    out: list[TurnResult] = []
+    try:
+        assert not session.steer("nothing is running")
+        runner = threading.Thread(
+            target=lambda: out.append(session.send("Start the red plan.", timeout=TURN_S))
+        )
+        runner.start()
+        assert server.wait_hanging(60), server.errors
+        assert session.steer("from alice: use the blue plan instead")
+        server.release()
+        runner.join(TURN_S)
+        assert not runner.is_alive()
+    finally:
+        server.release()
+        session.close()
+    assert server.errors == [], server.errors
+    assert out and out[0].ok, out and out[0].error
+    assert out[0].final_text.strip() == "Switched to the blue plan."
+    assert len(server.turns()) == 2  # one turn: the steer did not start another

@@ -90,8 +90,13 @@ class Rig:
     clock: NowClock = field(default_factory=NowClock)
     turn_timeout: int = 30 * 60
 
+    def data_dir(self) -> Path:
+        return self.tmp / "data"  # the board's own directory (agents reach it through lb)
+
     def __post_init__(self) -> None:
-        self.store: Store = open_store(f"sqlite:///{self.tmp / 'board.db'}", self.clock)
+        data = self.data_dir()
+        data.mkdir(parents=True, exist_ok=True)
+        self.store: Store = open_store(f"sqlite:///{data / 'board.db'}", self.clock)
         self.board = Board(self.store)
         self.me = human("alice")
         self.board.add_project(self.me, "WEB", path=str(self.repo))
@@ -190,9 +195,23 @@ class Rig:
                 f"queue {q['card_id']}: {q['state']} {q['last_error']!r} {q['payload']}"
                 for q in self.rows("SELECT * FROM queue ORDER BY id")
             ),
+            *(
+                f"comment {c['card_id']} {c['kind']}: {c['body'][:300]}"
+                for c in self.rows("SELECT * FROM comments ORDER BY id")
+            ),
+            *(
+                f"log: {line}"
+                for line in self.log_lines()
+                if "level=warn" in line or "level=error" in line
+            ),
             f"model server: served {self.server.served}, errors {self.server.errors}",
+            *(f"model saw: {e.text[-600:]}" for e in self.server.log[-2:]),
         ]
         return "\n".join(lines)
+
+    def log_lines(self) -> list[str]:
+        path = self.tmp / "state" / "supervisor.log"
+        return path.read_text().splitlines()[-20:] if path.exists() else []
 
     def git(self, *args: str) -> str:
         out = subprocess.run(
@@ -355,8 +374,10 @@ def test_a_lane_delivery_refused_answered_resumed_after_a_kill_and_landed(rig: R
     assert {t["native_id"] for t in turns} == {native}
     last = rig.session(card)
     assert last["native_id"] == native and not last["resumed_by_replay"]
-    assert last["pid"] != pid and group_gone(pid)
-    assert rig.turn_pids(card) == [pid, pid, last["pid"]]
+    assert last["pid"] is None and group_gone(pid)  # stopped: the record names no process
+    pids = rig.turn_pids(card)
+    assert pids[:2] == [pid, pid] and pids[2] != pid  # the retry ran in a new process
+    assert len(pids) == 3 and group_gone(pids[2])
     rows = rig.queue(card)
     assert [(r["state"], r["recoveries"]) for r in rows] == [("done", 0), ("done", 1)]
     reports = board.reports(ref)
@@ -474,7 +495,7 @@ def test_a_reviewer_on_the_same_kind_is_refused_writes_then_approves(rig: Rig) -
 BROKEN_TURN_ERROR = {
     "claude": "API Error",
     "codex": "stream disconnected",
-    "pi": "pi model error",
+    "pi": "pi gave up retrying the model",
 }
 
 
@@ -509,3 +530,78 @@ def test_a_broken_model_stream_fails_the_turn_and_the_retry_delivers(rig: Rig) -
     assert len(pids) == 2 and pids[0] == pids[1]  # the process outlived the model's error
     assert [r.body for r in rig.board.reports(card.ref)] == ["delivered after a broken stream"]
     assert server.errors == [] and server.pending() == 0
+
+
+def test_the_transcript_of_a_real_cli_turn_has_the_one_shape(rig: Rig) -> None:
+    """The real CLI's stream, through the supervisor, becomes the normalized transcript:
+    the prompt, the lb call it made with its result, its message and the turn's end."""
+    kind, server = rig.kind, rig.server
+    card = rig.card("Show your work", acceptance_mode="off")
+    deliver = f"lb card report {card.ref} --body 'shown' && lb card move {card.ref} in_review"
+    server.add(
+        Reply(tool_calls=[kind.bash(deliver)], expect=(card.ref,)),
+        Reply(text=f"Delivered {card.ref} with a transcript."),
+    )
+    rig.start()
+    rig.wait_turns(card, 1)
+    rig.stop()
+    got = rig.board.transcript(card.ref)
+    types = [e["type"] for e in got["entries"]]
+    assert types[0] == "prompt" and card.ref in got["entries"][0]["text"]
+    call = next(e for e in got["entries"] if e["type"] == "lb")
+    assert f"lb card report {card.ref}" in call["text"]
+    assert "tool_result" in types[types.index("lb") :] or kind.name == "codex"
+    messages = [e["text"] for e in got["entries"] if e["type"] == "message"]
+    assert f"Delivered {card.ref} with a transcript." in messages
+    assert types[-1] == "result" and got["turns"][0]["outcome"] == "ok"
+    assert all(
+        set(e) >= {"type", "text", "tool", "args", "output", "paths"} for e in got["entries"]
+    )
+
+
+def test_a_follow_up_steers_a_running_codex_turn_and_queues_for_other_kinds(rig: Rig) -> None:
+    """``lb card tell`` during a turn: the supervisor steers it into a running Codex turn
+    (the model's next request of that turn has it, and the follow-up is recorded as steered
+    into that turn, not left for the next prompt); Claude Code and Pi cannot be steered, so
+    it stays queued for the card's next turn."""
+    kind, server = rig.kind, rig.server
+    card = rig.card("Work on a plan", acceptance_mode="off")
+    deliver = f"lb card report {card.ref} --body 'Planned' && lb card move {card.ref} in_review"
+    steers = kind.name == "codex"
+    if steers:  # Codex drops the sampling in flight and asks again with the steer
+        server.add(
+            Reply(text="Thinking about the red plan.", hold=True),
+            Reply(tool_calls=[kind.bash(deliver)], expect=("use the blue plan instead",)),
+            Reply(text="Delivered."),
+        )
+    else:
+        server.add(
+            Reply(tool_calls=[kind.bash(deliver)], expect=(card.ref,), hold=True),
+            Reply(text="Delivered."),
+        )
+    rig.start()
+    assert server.wait_hanging(WAIT_S), rig.describe()
+    rig.board.tell(rig.me, card.ref, "use the blue plan instead")
+
+    def followup() -> dict[str, Any]:
+        return rig.rows("SELECT * FROM followups WHERE card_id = ?", card.id)[0]
+
+    if steers:
+        wait_for(lambda: followup()["turn_id"] is not None, WAIT_S, "the steer", rig)
+    server.release()
+    turns = rig.wait_turns(card, 1)
+    rig.stop()
+    assert [t["outcome"] for t in turns] == ["ok"], rig.describe()
+    assert server.errors == [], server.errors
+    got = followup()
+    if steers:
+        assert got["turn_id"] == turns[0]["id"] and got["steered_at"] is not None
+        events = rig.rows("SELECT payload FROM events WHERE type = 'followup.steered'")
+        assert json.loads(events[0]["payload"]) == {
+            "turn": turns[0]["id"],
+            "followups": [got["id"]],
+        }
+        assert "use the blue plan instead" not in turns[0]["prompt"]
+    else:
+        assert got["turn_id"] is None and got["steered_at"] is None
+        assert rig.rows("SELECT id FROM events WHERE type = 'followup.steered'") == []

@@ -41,14 +41,51 @@ def check_env(tmp_path: Path, path: str) -> dict[str, str]:
     }
 
 
+def test_check_says_not_logged_in_and_unreachable_instead_of_ok(tmp_path: Path) -> None:
+    import socket
+
+    env = check_env(tmp_path, f"{CLI_BIN}{os.pathsep}{base_path()}")
+    # bound but never listening: connections are refused, and no other process (another
+    # test worker's server) can take the port while the test runs
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    closed = held.getsockname()[1]
+    try:
+        pi_dir = Path(env["HOME"]) / ".pi" / "agent"
+        pi_dir.mkdir(parents=True)
+        (pi_dir / "models.json").write_text(
+            json.dumps({"providers": {"mock": {"baseUrl": f"http://127.0.0.1:{closed}/v1",
+                                                "apiKey": "k", "models": [{"id": "m"}]}}})
+        )  # fmt: skip
+        cfg = Path(env["XDG_CONFIG_HOME"]) / "laneboard"
+        cfg.mkdir(parents=True)
+        (cfg / "config.toml").write_text('[supervisor.agent_kinds.pi]\nprovider = "mock"\n')
+        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
+        assert out.returncode == 0, out.stderr
+        by_kind = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}
+        assert by_kind["claude"]["login"]["logged_in"] is False
+        assert "not logged in" in by_kind["claude"]["login"]["problem"]
+        assert by_kind["pi"]["login"]["reachable"] is False
+        assert json.loads(out.stdout)["available"] == []
+        text = lb(["agents", "check", "--no-handshake"], env, tmp_path).stdout
+        rows = {line.split()[0]: line for line in text.splitlines()[1:4]}
+        assert "not logged in" in rows["claude"] and "not logged in" in rows["codex"]
+        assert "unreachable" in rows["pi"] and f"127.0.0.1:{closed}" in rows["pi"]
+        assert text.splitlines()[-1].startswith("sandbox: bwrap")
+    finally:
+        held.close()
+
+
 def test_check_reports_each_present_cli_with_version_and_handshake(tmp_path: Path) -> None:
     for kind in KINDS:
         cli_path(kind)
     env = check_env(tmp_path, f"{CLI_BIN}{os.pathsep}{base_path()}")
+    env.update(ANTHROPIC_API_KEY="sk-ant-test", OPENAI_API_KEY="sk-test")
     out = lb(["agents", "check", "--json"], env, tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     by_kind = {k["kind"]: k for k in data["kinds"]}
+    assert data["sandbox"]["ok"] is True and data["sandbox"]["backend"] == "bwrap"
     for kind in KINDS:
         entry = by_kind[kind]
         assert entry["found"] is True, entry
@@ -72,6 +109,7 @@ def test_check_reports_missing_clis_from_path_and_a_configured_path_nowhere(tmp_
         f'binary = "{CLI_BIN / "pi"}"\n'
     )
     env = check_env(tmp_path, base_path())  # PATH without the CLI directory
+    env["OPENAI_API_KEY"] = "sk-test"  # pi is logged in
     out = lb(["agents", "check", "--json"], env, tmp_path)
     assert out.returncode == 0, out.stderr
     by_kind = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}
@@ -97,6 +135,7 @@ def test_check_reports_pi_missing_from_path_and_claude_configured_nowhere(tmp_pa
     for kind in ("claude", "codex"):
         (bin_dir / kind).symlink_to(cli_path(kind))
     env = check_env(tmp_path, f"{bin_dir}{os.pathsep}{base_path()}")
+    env["OPENAI_API_KEY"] = "sk-test"  # codex is logged in
     out = lb(["agents", "check", "--json"], env, tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

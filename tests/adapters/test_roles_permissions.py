@@ -150,7 +150,15 @@ def test_allow_all_tools_needs_a_written_reason_and_is_reported() -> None:
     cfg = {"allow_all_tools": True, "allow_all_tools_reason": "sandboxed VM, approved by Ann"}
     adapter_for("claude", cfg)
     policy = policy_for("claude", Role(id="r", lanes=("reviewer",)), cfg)
-    assert policy.allow_all and claude_args(policy) == ["--permission-mode", "bypassPermissions"]
+    assert policy.allow_all
+    assert claude_args(policy, euid=1000) == ["--permission-mode", "bypassPermissions"]
+    # as root Claude Code refuses the bypass: every tool is pre-approved instead
+    as_root = claude_args(policy, euid=0)
+    assert "bypassPermissions" not in as_root and as_root[-2:] == [
+        "--permission-mode",
+        "acceptEdits",
+    ]
+    assert {"Bash", "Edit", "Write"} <= set(as_root)
     summary = permission_summary({"claude": cfg, "codex": {}})
     assert summary["bypass"] is True and summary["bypassed_kinds"] == ["claude"]
     assert summary["kinds"]["claude"]["reason"] == "sandboxed VM, approved by Ann"
@@ -181,7 +189,7 @@ def test_agent_env_keeps_the_users_env_but_not_laneboards_secrets() -> None:
         base,
         token="lbt_card",
         card_ref="WEB-1",
-        db_url="sqlite:///b.db",
+        board_url="unix:/run/board.sock",
         extra={"LANEBOARD_SNEAKY": "x", "EXTRA": "1"},
         secrets=["GITHUB_TOKEN"],
     )
@@ -191,10 +199,10 @@ def test_agent_env_keeps_the_users_env_but_not_laneboards_secrets() -> None:
         "ANTHROPIC_API_KEY": "k",
         "LANEBOARD_TOKEN": "lbt_card",
         "LANEBOARD_CARD": "WEB-1",
-        "LANEBOARD_DATABASE_URL": "sqlite:///b.db",
+        "LANEBOARD_URL": "unix:/run/board.sock",
         "EXTRA": "1",
     }
-    bare = agent_env(base, token=None, card_ref=None, db_url=None)
+    bare = agent_env(base, token=None, card_ref=None, board_url=None)
     assert not [k for k in bare if k.startswith("LANEBOARD_")]
 
 

@@ -20,12 +20,14 @@ from laneboard.supervisor.doctor import doctor_report, render
 
 ME = human("alice")
 
+AGENTS = SupervisorConfig(default_agent="scripted")  # every role has a kind here
+
 
 def _report(store: Store, clock: FakeClock) -> dict[str, Any]:
     with store.read() as tx:
         before = [dict(r) for r in tx.all("SELECT * FROM cards ORDER BY id")]
         events = tx.max_event_id()
-    rep = doctor_report(store, clock, SupervisorConfig(), machine="doctor-test")
+    rep = doctor_report(store, clock, AGENTS, machine="doctor-test")
     with store.read() as tx:
         assert [dict(r) for r in tx.all("SELECT * FROM cards ORDER BY id")] == before
         assert tx.max_event_id() == events, "doctor wrote an event"
@@ -174,6 +176,7 @@ def test_lb_doctor_json_subprocess(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "LANEBOARD_DATABASE_URL": str(db),
+        "LANEBOARD_DEFAULT_AGENT": "scripted",
         "LANEBOARD_NOW": str(clock.now_ms() + 31 * 60_000),
         "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
     }

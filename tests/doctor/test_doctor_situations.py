@@ -39,6 +39,8 @@ TIME = SupervisorConfig().time
 CLOCK_START = FakeClock().now_ms()  # 2026-01-01 00:00 UTC
 HOUR_MS = 60 * MINUTE_MS
 
+AGENTS = SupervisorConfig(default_agent="scripted")  # every role has a kind here
+
 
 # -- harness --------------------------------------------------------------------------
 def _key(row: dict[str, Any]) -> str:
@@ -100,7 +102,7 @@ class Doc:
     def report(self) -> dict[str, Any]:
         """The report in process and through ``lb doctor --json``; both write nothing."""
         before = snapshot(self.store)
-        rep = doctor_report(self.store, self.clock, SupervisorConfig(), machine=MACHINE)
+        rep = doctor_report(self.store, self.clock, AGENTS, machine=MACHINE)
         assert render(rep)
         assert snapshot(self.store) == before, "doctor_report wrote to the store"
         env = {
@@ -108,6 +110,7 @@ class Doc:
             "LANEBOARD_DATABASE_URL": self.store_url,
             "LANEBOARD_NOW": str(self.clock.now_ms()),
             "LANEBOARD_MACHINE": MACHINE,
+            "LANEBOARD_DEFAULT_AGENT": "scripted",  # a kind that runs here: no attention
             "XDG_CONFIG_HOME": str(self.tmp / "cfg"),
             "XDG_STATE_HOME": str(self.tmp / "state"),
         }

@@ -272,7 +272,7 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(LaneboardError, match="ends before it starts"):
         patrol.load_settings(str(cfg))
     cfg.write_text('[patrol]\nnotify_comand = "x"\n')
-    with pytest.raises(LaneboardError, match="unknown patrol key"):
+    with pytest.raises(LaneboardError, match=r"config.toml:2: unknown key 'notify_comand'"):
         patrol.load_settings(str(cfg))
     cfg.write_text('[patrol]\nnotify_command = "cat"\n')
     assert patrol.load_settings(str(cfg)).notify_command == "cat"

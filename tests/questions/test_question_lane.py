@@ -23,7 +23,7 @@ def test_director_answers_and_the_same_turn_delivers(store_url: str, tmp_path: P
     clock = RealNowClock()
     proj = tmp_path / "proj"
     proj.mkdir()
-    record = tmp_path / "wait.jsonl"
+    record = proj / "wait.jsonl"  # the session's own directory
     store = open_store(store_url, clock)
     board = Board(store)
     me = human("alice")
@@ -81,7 +81,7 @@ def test_escalation_parks_then_the_same_session_resumes_with_the_answer(
     clock = RealNowClock()
     proj = tmp_path / "proj"
     proj.mkdir()
-    record = tmp_path / "wait.jsonl"
+    record = proj / "wait.jsonl"  # the session's own directory
     store = open_store(store_url, clock)
     board = Board(store)
     me = human("alice")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,17 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from tests.serve_kit import served_url
 
 from laneboard.server.app import create_app
 from laneboard.store import Store, open_store
 
 LOCAL = "http://127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -58,25 +53,29 @@ class Live:
 
 
 def start_server(db: str, tmp: Path, *extra: str) -> Live:
-    port = free_port()
     env = {**os.environ, "LANEBOARD_USER": "alice", "XDG_STATE_HOME": str(tmp / "state")}
     env.pop("LANEBOARD_TOKEN", None)
     env.pop("LANEBOARD_TOKEN_FILE", None)
-    cmd = [sys.executable, "-m", "laneboard.cli.main", "--db", db, "serve", "--port", str(port)]
-    with open(tmp / f"serve-{port}.log", "wb") as log:  # the child keeps its own copy
+    cmd = [sys.executable, "-m", "laneboard.cli.main", "--db", db, "serve", "--port", "0"]
+    path = tmp / f"serve-{uuid.uuid4().hex[:8]}.log"
+    with open(path, "wb") as log:  # the child keeps its own copy
         proc = subprocess.Popen([*cmd, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    # A wait, not a delay: it ends when the server answers. Its bound is generous since
+    # on a loaded two-core machine the start alone (imports, migrations) has taken 30 s.
+    deadline = time.monotonic() + 120
     while True:
+        url = served_url(path)
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code in (200, 503):
+            if url and httpx.get(url + "/healthz", timeout=5).status_code in (200, 503):
                 break
         except httpx.TransportError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError((tmp / f"serve-{port}.log").read_text())
+            proc.wait()  # reaped: no "still running" warning in a later test
+            raise RuntimeError(f"lb serve did not answer ({proc.returncode}):\n{path.read_text()}")
         time.sleep(0.05)
+    port = int(url.rsplit(":", 1)[1])
     return Live(url, port, db, proc, env)
 
 

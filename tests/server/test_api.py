@@ -13,7 +13,7 @@ from tests.server.walk import BASE, bearer, expect, walk
 from laneboard.board.service import Board
 from laneboard.board.tokens import Tokens
 from laneboard.domain.model import agent, human
-from laneboard.server.api import OPS
+from laneboard.ops.table import all_ops
 from laneboard.server.app import create_app
 from laneboard.store import Store, open_store
 
@@ -28,7 +28,7 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
     ops = {(m.upper(), p) for p, item in doc["paths"].items() for m in item}
     assert ("POST", "/api/v1/cards/{ref}/move") in ops
     assert ("GET", "/api/v1/events") in ops
-    assert ops == {(op.method, op.path) for op in OPS}
+    assert ops == {(r.method, BASE + r.path) for op in all_ops() for r in op.routes}
     for item in doc["paths"].values():
         for op in item.values():
             assert "401" in op["responses"]
@@ -59,10 +59,15 @@ def test_loopback_trust_refuses_rebinding_and_cross_site_writes(store: Store) ->
             403,
             "FORBIDDEN",
         )
-        expect(
+        expect(  # another local server's page is another origin
             c.post(
                 BASE + "/projects", json={"key": "X"}, headers={"Origin": "http://127.0.0.1:8765"}
             ),
+            403,
+            "FORBIDDEN",
+        )
+        expect(
+            c.post(BASE + "/projects", json={"key": "X"}, headers={"Origin": "http://127.0.0.1"}),
             201,
         )
         expect(c.get(BASE + "/me", headers={"Authorization": "Basic abc"}), 401, "UNAUTHORIZED")
@@ -75,12 +80,14 @@ def test_stale_epoch_write_is_refused(client: TestClient, store: Store) -> None:
     card = board.create_card(me, "WEB", "fenced")
     board.claim(agent("w1"), card.ref)
     tok, _ = Tokens(store).create(me, "w1", "agent", card_id=card.id, epoch=1)
-    expect(client.post(BASE + f"/cards/{card.ref}/heartbeat", headers=bearer(tok)), 200)
+    expect(client.post(BASE + f"/cards/{card.ref}/heartbeat", json={}, headers=bearer(tok)), 200)
     # a new claim bumps the epoch; writes with the old token are fenced
     board.move(me, card.ref, "todo")
     board.claim(agent("w1"), card.ref)
     expect(
-        client.post(BASE + f"/cards/{card.ref}/heartbeat", headers=bearer(tok)), 409, "STALE_CLAIM"
+        client.post(BASE + f"/cards/{card.ref}/heartbeat", json={}, headers=bearer(tok)),
+        409,
+        "STALE_CLAIM",
     )
 
 
@@ -94,7 +101,7 @@ def test_events_stream_resumes_and_filters(client: TestClient, store: Store) -> 
 
     def read(
         params: dict[str, str], headers: dict[str, str] | None = None
-    ) -> list[tuple[int, str]]:
+    ) -> list[tuple[str, str]]:
         got = []
         h = {"Accept": "text/event-stream", **(headers or {})}
         with client.stream("GET", BASE + "/events", params=params, headers=h) as resp:
@@ -103,7 +110,7 @@ def test_events_stream_resumes_and_filters(client: TestClient, store: Store) -> 
             ident = None
             for line in resp.iter_lines():
                 if line.startswith("id: "):
-                    ident = int(line[4:])
+                    ident = line[4:]
                 elif line.startswith("event: "):
                     assert ident is not None
                     got.append((ident, line[7:]))
@@ -174,7 +181,7 @@ def test_healthz_ok_then_503_when_store_unreachable(client: TestClient, tmp_path
         ) as c:
             resp = c.get("/healthz")
             assert resp.status_code == 503
-            assert resp.json()["status"] == "unavailable"
+            assert resp.json()["status"] == "down"
             expect(c.get(BASE + "/cards"), 503, "STORE_UNAVAILABLE")
 
 
@@ -187,3 +194,20 @@ def test_dashboard_pages_render(client: TestClient, store: Store, path: str) -> 
     assert resp.status_code == 200
     assert "&lt;b&gt;escaped&lt;/b&gt;" in resp.text
     assert "<b>escaped</b>" not in resp.text
+
+
+def test_undeclared_methods_answer_405_with_allow(client: TestClient) -> None:
+    from laneboard.server.api import bindings
+
+    for path, methods in bindings().items():
+        url = path.replace("{ref}", "WEB-1").replace("{project}", "WEB")
+        url = url.replace("{name}", "n").replace("{token_id}", "1").replace("{depends_on}", "WEB-2")
+        url = url.replace("{question_id}", "1")
+        allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
+        for method in {"GET", "POST", "PATCH", "DELETE", "PUT"} - allowed:
+            resp = client.request(method, url)
+            assert resp.status_code == 405, (method, url, resp.text)
+            assert set(resp.headers["allow"].split(", ")) == allowed, (method, url)
+            assert resp.json()["code"] == "METHOD_NOT_ALLOWED"
+    resp = client.get(BASE + "/ops/card.get")
+    assert resp.status_code == 405 and resp.headers["allow"] == "POST"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from starlette.testclient import TestClient
 
 from laneboard.board.schedules import Schedules
@@ -21,7 +24,13 @@ def test_supervisor_panel_shows_schedules(client: TestClient, store: Store) -> N
     assert "1 of 1 enabled" in page.text and "nightly" in page.text
 
 
-def test_supervisor_panel_shows_the_doctor_report(client: TestClient, store: Store) -> None:
+def test_supervisor_panel_shows_the_doctor_report(
+    client: TestClient, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The panel reads this machine's configuration, as ``lb doctor`` and the API do: here
+    every role runs on the scripted kind, so only the board can need attention."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("LANEBOARD_DEFAULT_AGENT", "scripted")
     board = Board(store)
     board.add_project(human(), "WEB")
     page = client.get("/")

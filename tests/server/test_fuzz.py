@@ -1,4 +1,5 @@
-"""A bounded schemathesis run against the OpenAPI document: no input makes a 5xx."""
+"""A bounded schemathesis run against the OpenAPI document: no input makes a 5xx, and
+every response matches the schema its operation publishes (success and error alike)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, response_schema_conformance
 from starlette.testclient import TestClient
 
 from laneboard.board.service import Board
@@ -51,4 +52,6 @@ def test_no_server_errors(case: Any) -> None:
     headers = {"Authorization": f"Bearer {STATE['token']}"}
     if case.path == "/api/v1/events":
         headers["Accept"] = "application/json"
-    case.call_and_validate(headers=headers, checks=[not_a_server_error])
+    case.call_and_validate(
+        headers=headers, checks=[not_a_server_error, response_schema_conformance]
+    )

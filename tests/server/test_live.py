@@ -4,10 +4,14 @@ rule with a second loopback source address, SSE resume and a claim by another pr
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import httpx
 from tests.server.conftest import Live
 from tests.server.walk import BASE, bearer, expect, walk
+
+from laneboard.domain.model import human
 
 
 def test_every_route_against_lb_serve(live: Live) -> None:
@@ -70,3 +74,49 @@ def test_claim_by_another_process_shows_in_the_api(live: Live) -> None:
         assert got["status"] == "in_progress" and got["claim"]["holder"] == "worker-1"
         lost = live.lb("card", "claim", card["ref"], "--holder", "worker-2")
         assert lost.returncode == 1 and "CLAIM_CONFLICT" in lost.stderr
+
+
+def test_a_transcript_streams_over_sse_and_resumes(live: Live) -> None:
+    from laneboard.domain.transcript import entry
+    from laneboard.store import open_store
+
+    with httpx.Client(base_url=live.url, timeout=20) as c:
+        expect(c.post(BASE + "/projects", json={"key": "WEB"}), 201)
+        card = expect(c.post(BASE + "/cards", json={"project": "WEB", "title": "t"}), 201)
+        store = open_store(live.db)
+        try:
+            with store.write() as tx:
+                turn = tx.start_turn(None, card["id"], 1, None, "scripted", "s", "go")
+                tx.append_transcript(turn, card["id"], [(1, tx.now(), entry("message", "one"))])
+
+            def later() -> None:  # written while the stream is open: it arrives live
+                time.sleep(0.5)
+                with store.write() as tx:
+                    tx.append_transcript(turn, card["id"], [(2, tx.now(), entry("lb", "lb x"))])
+                    tx.append_event("turn.output", human("t"), card_id=card["id"],
+                                    payload={"turn": turn, "entries": 1})  # fmt: skip
+
+            def read(headers: dict[str, str], params: dict[str, str]) -> list[tuple[str, str]]:
+                out: list[tuple[str, str]] = []
+                h = {"Accept": "text/event-stream", **headers}
+                url = BASE + f"/cards/{card['ref']}/transcript"
+                with c.stream("GET", url, headers=h, params=params) as resp:
+                    assert resp.status_code == 200
+                    for line in resp.iter_lines():
+                        if line.startswith("id: "):
+                            key = line[4:]
+                        if line.startswith("data: "):
+                            out.append((key, json.loads(line[6:])["text"]))
+                return out
+
+            writer = threading.Thread(target=later)
+            writer.start()
+            got = read({}, {"max_events": "2"})
+            writer.join()
+            assert [t for _, t in got] == ["one", "lb x"]
+            again = read({"Last-Event-ID": got[0][0]}, {"max_events": "1"})
+            assert again == [got[1]]
+        finally:
+            store.close()
+        agent_view = c.get(BASE + f"/cards/{card['ref']}/transcript")  # JSON without the header
+        assert [e["text"] for e in agent_view.json()["entries"]] == ["one", "lb x"]

@@ -19,22 +19,10 @@ from tests.server.conftest import Live
 from laneboard.board.service import Board
 from laneboard.board.tokens import Tokens
 from laneboard.domain.model import human
+from laneboard.ops.table import all_ops
 from laneboard.store import open_store
 
-TOOLS = {
-    "whoami",
-    "get_card",
-    "list_cards",
-    "candidates",
-    "comment",
-    "ask",
-    "wait",
-    "heartbeat",
-    "report",
-    "deliver",
-    "create_card",
-    "move_card",
-}
+TOOLS = {op.tool: op for op in all_ops() if op.tool}
 
 
 @contextlib.asynccontextmanager
@@ -72,7 +60,16 @@ async def refused(c: Client, name: str, code: str, **args: Any) -> str:
 
 async def human_session(c: Client) -> dict[str, Any]:
     tools = await c.list_tools()
-    assert {t.name for t in tools.tools} == TOOLS
+    assert {t.name for t in tools.tools} == set(TOOLS)
+    for t in tools.tools:  # each tool is its operation: description, arguments, hints
+        op = TOOLS[t.name]
+        assert t.description and op.description in t.description
+        assert t.annotations is not None
+        assert t.annotations.read_only_hint is op.read_only
+        assert t.annotations.destructive_hint is op.destructive
+        props = t.input_schema["properties"]
+        assert all(props[name].get("description") for name in props), t.name
+        assert t.output_schema is not None and t.output_schema["type"] == "object"
     assert (await call(c, "whoami"))["kind"] == "human"
     a = await call(c, "create_card", project="WEB", title="alpha", acceptance=["works"])
     b = await call(c, "create_card", project="WEB", title="beta", idempotency_key="beta")
@@ -102,12 +99,13 @@ async def agent_session(c: Client, ref: str, other: str) -> None:
     await refused(c, "get_card", "FORBIDDEN", ref=other)
     await refused(c, "comment", "FORBIDDEN", ref=other, body="not mine")
     await refused(c, "create_card", "FORBIDDEN", project="WEB", title="x")
-    await refused(c, "move_card", "FORBIDDEN", ref=ref, to="todo")
+    await refused(c, "move_card", "FORBIDDEN", ref=other, to="backlog")
+    await refused(c, "link_cards", "FORBIDDEN", ref=ref, depends_on=other)
     beat = await call(c, "heartbeat", ref=ref)
     assert beat["status"] == "in_progress"
-    q = await call(c, "ask", ref=ref, question="which port?")
+    q = await call(c, "ask", ref=ref, text="which port?")
     timed = await call(c, "wait", ref=ref, question_id=q["question_id"], timeout_s=0.2)
-    assert timed["state"] == "timeout"
+    assert timed["outcome"] == "timeout"
     await refused(c, "wait", "BAD_INPUT", ref=ref, question_id=q["question_id"], timeout_s=9999)
     rep = await call(
         c, "report", ref=ref, body="draft", evidence=[{"command": "pytest", "exit_code": 0}]
@@ -116,6 +114,7 @@ async def agent_session(c: Client, ref: str, other: str) -> None:
     await refused(c, "report", "BAD_INPUT", ref=ref, body="x", evidence=[{"exit_code": 0}])
     done = await call(c, "deliver", ref=ref, body="final", commit="abc123")
     assert done["card"]["status"] == "in_review" and done["report"]["commit"] == "abc123"
+    await refused(c, "move_card", "ACCEPTANCE_FORBIDDEN", ref=ref, to="done")  # unreviewed
     await refused(c, "deliver", "", ref=other, body="x")
 
 
@@ -143,7 +142,9 @@ def _agent_token(db: str, ref: str, holder: str) -> str:
 
 def _answer(db: str, ref: str) -> None:
     store = open_store(db)
-    Board(store).comment(human("alice"), ref, "8765", "answer")
+    board = Board(store)
+    board.comment(human("alice"), ref, "8765", "answer")
+    board.release(human("alice"), ref)  # the settle is the release
     store.close()
 
 
@@ -182,11 +183,14 @@ def test_mcp_over_stdio(tmp_path: Any, live: Live) -> None:
         token = _agent_token(db, ref, "worker-a")
         async with stdio_client(db, token, live.env) as c:
             await agent_session(c, ref, made["b"]["ref"])
-            q = await call(c, "ask", ref=ref, question="one more?")
-        _answer(db, ref)
-        async with stdio_client(db, token, live.env) as c:
-            got = await call(c, "wait", ref=ref, question_id=q["question_id"], timeout_s=5)
-            assert got["state"] == "answered" and got["answer"]["body"] == "8765"
+        other = made["b"]["ref"]
+        token_b = _agent_token(db, other, "worker-b")
+        async with stdio_client(db, token_b, live.env) as c:
+            q = await call(c, "ask", ref=other, text="one more?")
+        _answer(db, other)
+        async with stdio_client(db, token_b, live.env) as c:
+            got = await call(c, "wait", ref=other, question_id=q["question_id"], timeout_s=5)
+            assert got["outcome"] == "answered" and "8765" in got["answer"]
 
     anyio.run(main)
     store = open_store(db)

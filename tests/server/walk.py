@@ -7,6 +7,9 @@ from typing import Any
 BASE = "/api/v1"
 
 
+JSON = {"Content-Type": "application/json"}  # every write carries it, bodies or not
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -99,8 +102,12 @@ def walk(c: Any) -> dict[str, Any]:
         409,
         "DEPENDENCY_CYCLE",
     )
-    expect(c.delete(BASE + f"/cards/{a['ref']}/links/{dep['ref']}"), 200)
-    expect(c.delete(BASE + f"/cards/{a['ref']}/links/{dep['ref']}"), 404, "NOT_FOUND")
+    expect(c.request("DELETE", BASE + f"/cards/{a['ref']}/links/{dep['ref']}", headers=JSON), 200)
+    expect(
+        c.request("DELETE", BASE + f"/cards/{a['ref']}/links/{dep['ref']}", headers=JSON),
+        404,
+        "NOT_FOUND",
+    )
     expect(c.post(BASE + f"/cards/{a['ref']}/links", json={"depends_on": dep["ref"]}), 201)
 
     # moves: release backlog -> todo (idempotent), illegal move
@@ -151,9 +158,9 @@ def walk(c: Any) -> dict[str, Any]:
         409,
         "CLAIM_CONFLICT",
     )
-    expect(c.post(BASE + f"/cards/{b['ref']}/heartbeat", headers=bearer(ag["token"])), 200)
+    expect(c.post(BASE + f"/cards/{b['ref']}/heartbeat", json={}, headers=bearer(ag["token"])), 200)
     expect(
-        c.post(BASE + f"/cards/{b['ref']}/heartbeat", headers=bearer(other["token"])),
+        c.post(BASE + f"/cards/{b['ref']}/heartbeat", json={}, headers=bearer(other["token"])),
         409,
         "STALE_CLAIM",
     )
@@ -281,8 +288,8 @@ def walk(c: Any) -> dict[str, Any]:
     not_allowed = c.put(BASE + "/cards")
     assert not_allowed.status_code == 405, not_allowed.text
     expect(c.get(BASE + "/cards", headers=bearer("lbt_nope")), 401, "UNAUTHORIZED")
-    revoked = expect(c.delete(BASE + f"/tokens/{other['id']}"), 200)
+    revoked = expect(c.request("DELETE", BASE + f"/tokens/{other['id']}", headers=JSON), 200)
     assert revoked["revoked_at"] is not None
-    expect(c.delete(BASE + f"/tokens/{other['id']}"), 404, "NOT_FOUND")
+    expect(c.request("DELETE", BASE + f"/tokens/{other['id']}", headers=JSON), 404, "NOT_FOUND")
     expect(c.get(BASE + "/me", headers=bearer(other["token"])), 401, "UNAUTHORIZED")
     return {"a": a, "b": b, "dep": dep, "agent": ag, "human": human_tok}

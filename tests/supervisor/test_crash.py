@@ -38,7 +38,10 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
     cfg_dir.mkdir(parents=True)
     # the ping clock (which recovers rows whose agent died) runs every second here
     (cfg_dir / "config.toml").write_text(
-        "[supervisor]\nevent_poll_ms = 50\n[supervisor.time]\nping_interval = 1\n"
+        "[supervisor]\nevent_poll_ms = 50\n"
+        # these agents report their process ids to the test, which a PID namespace hides
+        'sandbox = "off"\nsandbox_reason = "the test reads agent pids from the host"\n'
+        "[supervisor.time]\nping_interval = 1\n"
     )
     env = {
         **os.environ,
@@ -49,18 +52,22 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
     }
     proj = tmp_path / "proj"
     proj.mkdir()
-    trace = tmp_path / "trace.log"
+    trace = proj / "trace.log"
     store = open_store(store_url)
     board = Board(store)
     board.add_project(human(), "K", path=str(proj))
+    # a worker that finds an earlier worker of its card still running says so
+    start = (
+        f'for p in $(awk \'$1 == "start" && $2 == "{{card}}" {{print $3}}\' '
+        f"{trace} 2>/dev/null); do s=$(awk '{{print $3}}' /proc/$p/stat 2>/dev/null); "
+        f'[ -n "$s" ] && [ "$s" != Z ] && echo overlap {{card}} $p >> {trace}; done; '
+        f"echo start {{card}} $PPID $(date +%s.%N) >> {trace}"
+    )
     script = [
-        {  # a worker that finds an earlier worker of its card still running says so
-            "run": f'for p in $(awk \'$1 == "start" && $2 == "{{card}}" {{print $3}}\' '
-            f"{trace} 2>/dev/null); do s=$(awk '{{print $3}}' /proc/$p/stat 2>/dev/null); "
-            f'[ -n "$s" ] && [ "$s" != Z ] && echo overlap {{card}} $p >> {trace}; done; '
-            f"echo start {{card}} $PPID $(date +%s.%N) >> {trace}"
-        },
-        {"sleep": 2, "attempt": 1},
+        # the first worker sleeps inside the same step, so it outlives the lost pipe by 2 s
+        # whenever the supervisor is killed: an agent writes to the pipe only between steps
+        {"run": f"{start}; sleep 2", "attempt": 1},
+        {"run": start, "attempt": 2},
         {"run": f"echo end {{card}} $$ >> {trace}"},
         {"deliver": "done"},
     ]
@@ -114,7 +121,8 @@ def test_sigkill_then_restart_resumes_the_same_sessions(store_url: str, tmp_path
         # the interrupted turn resumed the same native session (or was replayed)
         assert ts[1]["native_id"] == ts[0]["native_id"] == first_sessions[card_id].native_id
     # never two workers on one card: the first agent (killed by the lost pipe only after
-    # its 2 s sleep) was still alive at restart, so the second may start only after that
+    # its 2 s sleep, at its next write) was still alive at restart, so the second may
+    # start only after that
     lines = [ln.split() for ln in trace.read_text().splitlines()]
     assert [ln for ln in lines if ln[0] == "overlap"] == []
     for ref in refs:
@@ -139,7 +147,7 @@ def test_sigterm_interrupts_running_turns_and_a_restart_resumes_them(
     }
     proj = tmp_path / "proj"
     proj.mkdir()
-    trace = tmp_path / "trace.log"
+    trace = proj / "trace.log"
     store = open_store(store_url)
     board = Board(store)
     board.add_project(human(), "T", path=str(proj))

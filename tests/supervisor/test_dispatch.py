@@ -53,7 +53,7 @@ def test_twenty_cards_four_at_a_time(store_url: str, tmp_path: Path) -> None:
     clock = RealNowClock()
     proj = tmp_path / "proj"
     proj.mkdir()
-    trace = tmp_path / "trace.log"
+    trace = proj / "trace.log"  # the agents may write their project directory
     store = open_store(store_url, clock)
     board = Board(store)
     me = human("alice")
@@ -106,12 +106,9 @@ def test_event_wakes_dispatch_without_fallback_tick(sqlite_store_url: str, tmp_p
             "time": cfg.time.__class__(**{**cfg.time.__dict__, "tick_interval": 1500}),
         }
     )
-    import time
-
     with Running(sqlite_store_url, cfg, clock) as run:
         wait_for(lambda: run.sup.ticks >= 1, what="first tick")
-        marker = tmp_path / "started"
-        t0 = time.monotonic()
+        marker = proj / "started"  # the session's own directory: the rest is not its to write
         board.create_card(
             me,
             "E",
@@ -119,11 +116,10 @@ def test_event_wakes_dispatch_without_fallback_tick(sqlite_store_url: str, tmp_p
             acceptance_mode="off",
             meta={"script": [{"run": f"touch {marker}"}, {"deliver": "ok"}]},
         )
-        wait_for(marker.exists, timeout=10, what="agent started")
-        latency = time.monotonic() - t0
+        # the fallback tick is 1,500 s away, so only the write's wake-up can start the agent
+        wait_for(marker.exists, timeout=60, what="agent started")
         assert run.sup.ticker.next_due_ms > clock.now_ms() + 60_000  # no fallback tick was due
     store.close()
-    assert latency < 2.0, f"card reached an agent after {latency:.2f}s"
 
 
 def test_worker_session_resumed_after_release(sqlite_store_url: str, tmp_path: Path) -> None:

@@ -36,13 +36,11 @@ def test_six_cards_land_and_leave_nothing_behind(
         name = f"mod{i}.py"
         script = [
             {"write": name, "content": f"VALUE = {i}\n"},
-            # a stray file outside the card's scope on the first attempt: refused, then removed
-            {"write": "stray.txt", "content": "nope\n", "attempt": 1}
-            if i == 0
-            else {"run": "true"},
-            {"deliver": f"{name} added", "attempt": 1},
-            {"run": "rm -f stray.txt", "attempt": 2},
-            {"deliver": f"{name} added again", "attempt": 2},
+            # a stray file outside the card's scope, gone before the turn ends (a turn that
+            # leaves one holds the card: tests/hostile/test_hostile_command.py)
+            {"write": "stray.txt", "content": "nope\n"} if i == 0 else {"run": "true"},
+            {"run": "rm -f stray.txt"},
+            {"deliver": f"{name} added"},
         ]
         refs.append(
             board.create_card(
@@ -77,10 +75,11 @@ def test_six_cards_land_and_leave_nothing_behind(
 
 def test_lb_demo_exits_zero(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "laneboard.cli.main", "demo", "--json"],
+        # a demo's own time limit is for people: a busy machine gets more
+        [sys.executable, "-m", "laneboard.cli.main", "demo", "--json", "--timeout", "240"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=280,
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -90,6 +89,11 @@ def test_lb_demo_exits_zero(tmp_path: Path) -> None:
     assert summary["cards"][1]["turns"][0] == "failed"  # the first delivery failed its check
     assert summary["worktrees_left"] == [] and summary["lane_branches_left"] == []
     assert not Path(summary["project"]).exists()  # removed without --keep
+    assert summary["run"]["status"] == "completed"  # the three cards are one run
+    assert summary["run"]["convergence"] == {
+        "state": "completed",
+        "reason": "all_tasks_and_proposals_terminal",
+    }
 
 
 def test_reviewed_rework_lands_the_approved_round(
@@ -101,7 +105,7 @@ def test_reviewed_rework_lands_the_approved_round(
     store = open_store(store_url, clock)
     board = Board(store)
     board.add_project(human(), "R", path=str(repo))
-    seen = tmp_path / "reviewer-cwd.txt"
+    say_cwd = f'{sys.executable} -m laneboard.cli.main card comment {{card}} "cwd $PWD"'
     approve = {"verdict": "APPROVE", "body": "checked\n$ python3 -c 'import calc'"}
     approve["evidence"] = ["0:python3 -c 'import calc'"]
     reject = {"verdict": "REJECT", "body": "not yet\n1. Return 4, not 5"}
@@ -118,8 +122,8 @@ def test_reviewed_rework_lands_the_approved_round(
                 "r2": [{"write": "calc.py", "content": "RESULT = 4\n"}, {"deliver": "fixed"}],
             },
             "review_script": {
-                "r1": [{"run": f"pwd >> {seen}"}, reject],
-                "r2": [{"run": f"pwd >> {seen}"}, approve],
+                "r1": [{"run": say_cwd}, reject],
+                "r2": [{"run": say_cwd}, approve],
             },
         },
     )
@@ -138,6 +142,11 @@ def test_reviewed_rework_lands_the_approved_round(
     assert _git(repo, "show", "main:calc.py") == "RESULT = 4"
     assert _git(repo, "ls-tree", "--name-only", "main").splitlines() == ["README.md", "calc.py"]
     # the reviewer read the card's lane (round 1, then the round-2 lane)
-    lanes = seen.read_text().split()
+    lanes = [
+        c.body.split(" ", 1)[1]
+        for x in board.list_cards(project="R")
+        for c in board.comments(x.ref)
+        if c.body.startswith("cwd ")
+    ]
     assert [Path(p).name for p in lanes] == [card.ref, f"{card.ref}-r2"]
     store.close()

@@ -200,7 +200,7 @@ def test_a_turn_that_ends_undelivered_is_continued_then_bounded(
     assert "still in progress and was not delivered" in by[late][1]["prompt"]
     assert len(by[never]) == 3  # the handoff bound
     got = board.get(never)
-    assert got.status.value == "in_progress" and got.holder  # left to stale-claim recovery
+    assert got.status.value == "blocked" and got.meta["hold_cycle"] == "no_delivery"
     assert len(by[asks]) == 1  # waiting on its question: not pushed to continue
     assert _row_states(store, asks) == ["done"]
     store.close()
@@ -219,3 +219,37 @@ def _row_states(store: object, ref: str) -> list[str]:
                 (ref,),
             )
         ]
+
+
+def test_one_read_finds_the_stop_requests_of_every_running_turn(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """Two turns run at once; the pool reads the stop requests of both together: a stop
+    on one ends that turn only, and a later stop on the other ends it too."""
+    clock = RealNowClock()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    me = human("alice")
+    board.add_project(me, "W", path=str(proj))
+    hang = {"script": [{"hang": True, "attempt": 1}, {"deliver": "after", "attempt": 2}]}
+    a = board.create_card(me, "W", "first", acceptance_mode="off", meta=hang).ref
+    b = board.create_card(me, "W", "second", acceptance_mode="off", meta=hang).ref
+    with Running(sqlite_store_url, config(tmp_path), clock) as run:
+        wait_for(lambda: all(board.transcript(r)["running"] for r in (a, b)), what="both run")
+        turns = {r: int(board.transcript(r)["running"]) for r in (a, b)}
+        with store.read() as tx:
+            assert tx.stop_requests(sorted(turns.values())) == {}
+        board.stop_turn(me, a)
+        with store.read() as tx:
+            assert tx.stop_requests(sorted(turns.values())) == {turns[a]: "alice"}
+        wait_for(lambda: board.get(a).status.value == "blocked", what="the stopped card held")
+        assert board.get(b).status.value == "in_progress"
+        assert run.sup.pool.stop_request(turns[b]) is None
+        board.stop_turn(me, b)
+        wait_for(lambda: board.get(b).status.value == "blocked", what="the second one held")
+        wait_for(lambda: settled(store), what="turns recorded")
+    for ref in (a, b):
+        assert [t["outcome"] for t in board.transcript(ref)["turns"]] == ["stopped"]
+    store.close()

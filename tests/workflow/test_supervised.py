@@ -13,9 +13,10 @@ from typing import Any
 from tests.supervisor.helpers import RealNowClock, Running, config, wait_for
 
 from laneboard.board.service import Board
+from laneboard.board.tokens import Tokens
 from laneboard.domain.model import human
 from laneboard.store import Store, open_store
-from laneboard.supervisor import records
+from laneboard.supervisor import records, sandboxing
 
 ME = human("alice")
 APPROVE = {"verdict": "APPROVE", "body": "checked\n$ make test", "evidence": ["0:true"]}
@@ -135,9 +136,9 @@ def test_five_rejections_hold_the_card_with_a_question(
     store.close()
 
 
-def _lb_as(url: str, token_file: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _lb_as(url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
-    env["LANEBOARD_TOKEN"] = Path(token_file).read_text().strip()
+    env["LANEBOARD_TOKEN"] = token
     env["LANEBOARD_DATABASE_URL"] = url
     return subprocess.run(
         [sys.executable, "-m", "laneboard.cli.main", *args],
@@ -168,10 +169,16 @@ def test_human_card_stops_after_approve_until_a_person_closes_it(
         )
         (rev,) = _reviews(board, card.id)
         wait_for(lambda: board.get(rev.ref).status.value == "done", what="review closed")
-        tokens = {c.ref: cfg.state_path("tokens", f"{c.ref}.token") for c in (card, rev)}
+        # the worker's own credential; the review card is done, so its session files are
+        # pruned: the reviewer's credential is minted as the pool mints it
+        worker_token = Path(sandboxing.token_path(cfg.state_path(), card.ref)).read_text()
+        done = board.get(rev.ref)
+        reviewer_token, _ = Tokens(store).create(
+            ME, "reviewer", "agent", card_id=done.id, epoch=done.claim_epoch
+        )
         move = ("card", "move", card.ref, "done")
-        worker = _lb_as(sqlite_store_url, tokens[card.ref], *move)
-        reviewer = _lb_as(sqlite_store_url, tokens[rev.ref], *move)
+        worker = _lb_as(sqlite_store_url, worker_token.strip(), *move)
+        reviewer = _lb_as(sqlite_store_url, reviewer_token, *move)
     forbidden = (
         f"error ACCEPTANCE_FORBIDDEN: {card.ref} has acceptance mode human: only a person may "
         "close it"

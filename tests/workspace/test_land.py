@@ -116,12 +116,14 @@ def test_cleanup_removes_only_merged_lanes_of_terminal_cards(store: Store, repo:
     got = {r["lane"]: r for r in cleanup_terminal(store)}
     assert got["lane/P-1"]["action"] == "cleaned"
     assert got["lane/P-2"]["action"] == "kept"
-    assert "not merged into main" in got["lane/P-2"]["reason"]
+    assert "holds work not merged" in got["lane/P-2"]["reason"]
     assert "lane/P-3" not in got  # not terminal: never looked at
     branches = git(repo, "branch", "--list", "--format=%(refname:short)").split()
     assert "lane/P-1" not in branches and not Path(landed_lane).exists()
-    assert "lane/P-2" in branches and Path(canceled_lane, "wip.txt").is_file()
-    assert "lane/P-3" in branches and Path(open_lane).is_dir()
+    # the unmerged work lives in the lane's own repository, which is kept
+    assert "lane/P-2" not in branches and Path(canceled_lane, "wip.txt").is_file()
+    assert git(canceled_lane, "log", "-1", "--format=%s") == "unmerged work"
+    assert Path(open_lane).is_dir()
     kept = repo / ".laneboard" / "lanes" / "P-1" / "P-1" / "card.md"
     assert kept.read_text() == "brief\n"
     with store.read() as tx:
@@ -129,7 +131,7 @@ def test_cleanup_removes_only_merged_lanes_of_terminal_cards(store: Store, repo:
         assert [ln.state for ln in lanes_of(tx, canceled.id)] == ["active"]
     # a second pass changes nothing and still never deletes the unmerged branch
     assert [r["action"] for r in cleanup_terminal(store)] == ["kept"]
-    assert "lane/P-2" in git(repo, "branch", "--list")
+    assert Path(canceled_lane, "wip.txt").is_file()
     assert open_card.status.value == "in_progress"
 
 
@@ -140,10 +142,9 @@ def test_sweep_drops_a_record_only_when_tree_and_branch_are_gone(
     project(board, repo)
     gone, gone_lane = claimed(board, title="gone")
     branch_left, left_lane = claimed(board, title="branch survives")
+    git(repo, "branch", "lane/P-2")  # its branch was published into the user's repository
     shutil.rmtree(gone_lane)
     shutil.rmtree(left_lane)
-    git(repo, "worktree", "prune")
-    git(repo, "branch", "-D", "lane/P-1")
     # a third lane whose repository cannot be probed at all
     other = tmp_path / "other"
     shutil.copytree(repo, other)
@@ -183,3 +184,23 @@ def test_a_card_closed_without_landing_is_landed_by_the_lanes_pass(
     assert (repo / "feature.txt").read_text() == "new\n"
     assert land_closed(store) == []  # landed lanes are not looked at again
     assert [r["action"] for r in cleanup_terminal(store)] == ["cleaned"]
+
+
+def test_a_lane_merged_by_hand_records_the_merge_commit(store: Store, repo: Path) -> None:
+    board = gated(store)
+    card, _ = delivered(board, repo, "hand.txt", "merged by hand\n")
+    tip = git(repo, "rev-parse", "refs/heads/lane/P-1")
+    git(repo, "merge", "-q", "--no-ff", "-m", "manual merge", "lane/P-1")
+    merge = git(repo, "rev-parse", "HEAD")
+    commit_file(repo, "later.txt", "later\n", "a later commit on main")
+    done = board.move(ME, card.ref, "done")
+    assert done.meta["merge_commit"] == merge != tip  # the merge, not the lane's tip
+
+
+def test_an_untracked_file_in_the_way_is_named(store: Store, repo: Path) -> None:
+    board = gated(store)
+    card, lane = delivered(board, repo, "fresh.txt", "from the lane\n")
+    (repo / "fresh.txt").write_text("the person's own, untracked\n")
+    body = assert_kept_in_review(board, store, repo, card, lane)
+    assert "would overwrite untracked files in the checkout: fresh.txt" in body
+    assert (repo / "fresh.txt").read_text() == "the person's own, untracked\n"

@@ -135,7 +135,7 @@ def test_rework_falls_back_to_the_current_branch_when_the_old_lane_is_gone(
     t1 = adm.admit(card, board.project("P"))
     card = board.claim(ME, card.ref, holder="worker")
     card = rework(board, card)
-    git(repo, "worktree", "remove", t1)
+    shutil.rmtree(t1)  # the lane and its published branch are gone
     git(repo, "branch", "-D", "lane/P-1")
     main = commit_file(repo, "later.txt", "x\n", "main moved")
     t2 = adm.admit(card, board.project("P"))
@@ -149,7 +149,8 @@ def test_reattach_the_lane_branch_after_prune(store: Store, repo: Path) -> None:
     adm = LaneAdmitter(board)
     target = adm.admit(card, board.project("P"))
     work = commit_file(target, "work.txt", "kept\n", "work in the lane")
-    shutil.rmtree(target)  # the tree is gone; git still lists it until a prune
+    git(repo, "fetch", "-q", target, "HEAD:refs/heads/lane/P-1")  # published, as a delivery is
+    shutil.rmtree(target)  # the lane is gone; its published branch survives
     again = adm.admit(card, board.project("P"))
     assert again == target
     assert git(again, "rev-parse", "HEAD") == work  # the branch was re-attached, not re-made
@@ -252,3 +253,22 @@ def test_the_admitter_asks_git_for_the_checkout_once_a_pass(store: Store, tmp_pa
     assert admitter.primary_checkout(str(plain)) is None  # remembered
     now[0] += LaneAdmitter.CHECKOUT_TTL_S
     assert admitter.primary_checkout(str(plain)) == str(plain)
+
+
+def test_a_lane_half_made_by_a_killed_process_is_made_again(store: Store, repo: Path) -> None:
+    """A process killed while making a lane left a fresh repository (no commit, on the
+    default branch) at the slot, or its ``.making-`` directory: the next admission makes
+    the lane instead of refusing the slot at every try."""
+    board = gated(store)
+    project(board, repo)
+    card = board.create_card(ME, "P", "killed mid-admission")
+    slot = repo / ".worktrees" / "P-1"
+    slot.parent.mkdir(exist_ok=True)
+    git(slot.parent, "init", "-q", str(slot))  # what `git init` alone leaves
+    leftover = repo / ".worktrees" / "P-1.making-999999"
+    leftover.mkdir()
+    target = LaneAdmitter(board).admit(card, board.project("P"))
+    assert git(target, "rev-parse", "--abbrev-ref", "HEAD") == "lane/P-1"
+    assert git(target, "rev-parse", "HEAD") == git(repo, "rev-parse", "main")
+    assert not leftover.exists()
+    assert not list((repo / ".worktrees").glob("P-1.making-*"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -67,13 +68,26 @@ def test_a_failing_check_is_refused_with_its_log(store: Store, repo: Path) -> No
     err = refused(board, card.ref)
     log = Path(err.details["log_path"])
     assert err.details["command"] == "echo boom >&2; exit 3" and err.details["exit_code"] == 3
-    assert log.is_file() and log.parent == Path(lane, ".laneboard", "P-1", "checks")
+    kept = Path(repo, ".laneboard", "lanes", os.path.basename(lane), "P-1", "checks")
+    assert log.is_file() and log.parent == kept
     assert "boom" in log.read_text()
     assert str(log) in err.message and "exited 3" in err.message
     assert sorted(p.name for p in log.parent.iterdir()) == [
         "r1-01-echo-first-ok.log",
         "r1-02-echo-boom-2-exit-3.log",
     ]
+
+
+def test_a_reports_check_log_outlives_the_lanes_tree(store: Store, repo: Path) -> None:
+    board = gated(store)
+    project(board, repo)
+    card, lane = claimed(board, checks=["echo kept-output"])
+    deliver(board, card)
+    [ev] = [e for e in board.reports(card.ref)[0].evidence if e.log_path]
+    assert ev.log_path is not None and not ev.log_path.startswith(lane + os.sep)
+    shutil.rmtree(lane)  # cleanup removes the lane's tree
+    assert not os.path.exists(lane)
+    assert "kept-output" in Path(ev.log_path).read_text()
 
 
 def test_a_check_that_runs_too_long_is_killed_and_refused(store: Store, repo: Path) -> None:

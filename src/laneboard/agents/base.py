@@ -3,7 +3,8 @@
 ``Adapter.open_session(cwd, session_id, role, env)`` starts (or resumes, when
 ``session_id`` is given) one native agent session bound to ``cwd``. The native
 session id must be known when ``open_session`` returns, so the pool can store it
-before the first turn starts. ``Session.send(prompt)`` runs one turn and returns
+before the first turn starts; given a ``Sandbox``, every process of the session starts
+inside it. ``Session.send(prompt)`` runs one turn and returns
 a ``TurnResult``; ``interrupt()`` stops a running turn from another thread;
 ``close()`` ends the session's process.
 """
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from laneboard.agents.sandbox import Sandbox
 from laneboard.domain.roles import Role
 
 
@@ -89,6 +91,15 @@ class Session(Protocol):
     def pid(self) -> int | None: ...
 
 
+@runtime_checkable
+class Steerable(Protocol):
+    """A session that can add a message to its running turn (Codex ``turn/steer``)."""
+
+    def steer(self, text: str, timeout: float = 10.0) -> bool:
+        """True only when the agent accepted ``text`` into the running turn."""
+        ...
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     kind: str
@@ -113,7 +124,12 @@ class Adapter(Protocol):
     kind: str
 
     def open_session(
-        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+        self,
+        cwd: str,
+        session_id: str | None,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
     ) -> Session: ...
 
     def probe(self, handshake: bool = False) -> ProbeResult: ...
@@ -121,3 +137,11 @@ class Adapter(Protocol):
 
 class AdapterError(Exception):
     """An adapter could not start or talk to its agent (the message says why)."""
+
+
+class ConfigurationError(AdapterError):
+    """The agent cannot start until its configuration is repaired; ``fix`` says how."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix

@@ -20,19 +20,21 @@ events until the ``result`` line, which carries the usage and cost. An interrupt
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult
 from laneboard.agents.jsonlines import TurnDriver, TurnParser, tail
+from laneboard.agents.mcp_config import McpServer
 from laneboard.agents.permissions import allow_all_reason, claude_args, policy_for
 from laneboard.agents.procs import LineProcess
+from laneboard.agents.sandbox import Sandbox
 from laneboard.domain.roles import Role
 
 KIND = "claude"
+MCP_CONNECT_TIMEOUT_MS = 60_000
 
 
 class ClaudeParser(TurnParser):
@@ -137,6 +139,8 @@ class ClaudeSession:
         session_id: str | None,
         role: Role,
         env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
+        mcp: Sequence[McpServer] = (),
     ) -> None:
         from laneboard.agents.roles import render_role
 
@@ -154,16 +158,24 @@ class ClaudeSession:
             "--verbose",
         ]
         argv += ["--resume", self.session_id] if self.resumed else ["--session-id", self.session_id]
-        argv += claude_args(policy)
+        argv += claude_args(policy, mcp_tools=[m.claude_tool(t) for m in mcp for t in m.tools])
+        for server in mcp:  # laneboard's own MCP server (``mcp_config``)
+            argv += ["--mcp-config", server.claude_document()]
         if adapter.config.get("model"):
             argv += ["--model", str(adapter.config["model"])]
         role_text = render_role(role)
         if role_text:
             argv += ["--append-system-prompt", role_text]
         argv += [str(a) for a in adapter.config.get("args") or ()]
-        self.stderr_path = adapter.stderr_path(self.session_id)
+        if mcp and not env.get("MCP_CONNECT_TIMEOUT_MS"):
+            # how long the first turn waits for the MCP servers (Claude Code's default 5 s
+            # is less than laneboard's server may take to start on a busy machine)
+            env = {**env, "MCP_CONNECT_TIMEOUT_MS": str(MCP_CONNECT_TIMEOUT_MS)}
+        self.stderr_path = adapter.stderr_path(self.session_id, env)
         try:
-            self.proc = LineProcess(argv, cwd=cwd, env=env, stderr_path=self.stderr_path)
+            self.proc = LineProcess(
+                argv, cwd=cwd, env=env, stderr_path=self.stderr_path, sandbox=sandbox
+            )
         except OSError as exc:
             raise AdapterError(f"claude could not start: {exc}") from None
         self._turn_lock = threading.Lock()
@@ -227,6 +239,7 @@ class ClaudeSession:
 
 class ClaudeAdapter:
     kind = KIND
+    mcp = True  # sessions take MCP servers (``open_session(..., mcp=...)``)
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config = dict(config or {})
@@ -237,15 +250,21 @@ class ClaudeAdapter:
 
         return require_binary(KIND, self.config)
 
-    def stderr_path(self, session_id: str | None) -> str:
-        from laneboard.agents.discovery import log_dir
+    def stderr_path(self, session_id: str | None, env: Mapping[str, str]) -> str:
+        from laneboard.agents.discovery import stderr_path
 
-        return os.path.join(log_dir(self.config), f"claude-{session_id or 'new'}.stderr")
+        return stderr_path(KIND, self.config, env, session_id)
 
     def open_session(
-        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+        self,
+        cwd: str,
+        session_id: str | None,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
+        mcp: Sequence[McpServer] = (),
     ) -> ClaudeSession:
-        return ClaudeSession(self, cwd, session_id, role, env)
+        return ClaudeSession(self, cwd, session_id, role, env, sandbox, mcp)
 
     def probe(self, handshake: bool = False) -> ProbeResult:
         from laneboard.agents.discovery import probe

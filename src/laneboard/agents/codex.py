@@ -19,17 +19,18 @@ waits for a human. ``allow_all_tools`` switches to ``danger-full-access`` with a
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import queue
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult
 from laneboard.agents.jsonlines import TurnDriver, TurnParser, tail
+from laneboard.agents.mcp_config import McpServer
 from laneboard.agents.permissions import (
     ToolPolicy,
     allow_all_reason,
@@ -38,10 +39,12 @@ from laneboard.agents.permissions import (
     unwrap_shell,
 )
 from laneboard.agents.procs import LineProcess
+from laneboard.agents.sandbox import Sandbox
 from laneboard.domain.roles import Role
 
 KIND = "codex"
 RPC_TIMEOUT_S = 60.0
+MCP_STARTUP_S = 60.0  # how long a new session waits for its MCP servers to start
 
 
 class CodexParser(TurnParser):
@@ -143,13 +146,6 @@ def approval_decision(method: str, params: dict[str, Any], policy: ToolPolicy) -
     return False, f"{method} is not allowed for this role"
 
 
-def sqlite_dir(db_url: str | None) -> str | None:
-    if not db_url or db_url.startswith(("postgres://", "postgresql://")):
-        return None
-    path = db_url.removeprefix("sqlite:///").removeprefix("sqlite://")
-    return os.path.dirname(os.path.abspath(path)) if path else None
-
-
 def git_dirs(cwd: str) -> list[str]:
     """The repository's git directory and, in a lane (a linked worktree), the lane's own.
 
@@ -180,17 +176,24 @@ class CodexSession:
         session_id: str | None,
         role: Role,
         env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
+        mcp: Sequence[McpServer] = (),
     ) -> None:
         from laneboard.agents.roles import render_role
 
         self.adapter = adapter
         self.cwd = cwd
+        self.mcp_tools = {(m.name, t) for m in mcp for t in m.tools}
+        self.mcp_status: dict[str, str] = {}  # server -> starting | ready | failed | ...
+        self.mcp_errors: dict[str, str] = {}
         self.policy = policy_for(KIND, role, adapter.config)
-        self.stderr_path = adapter.stderr_path()
+        self.stderr_path = adapter.stderr_path(env, session_id)
         argv = [adapter.binary(), "app-server"]
         argv += [str(a) for a in adapter.config.get("args") or ()]
         try:
-            self.proc = LineProcess(argv, cwd=cwd, env=env, stderr_path=self.stderr_path)
+            self.proc = LineProcess(
+                argv, cwd=cwd, env=env, stderr_path=self.stderr_path, sandbox=sandbox
+            )
         except OSError as exc:
             raise AdapterError(f"codex could not start: {exc}") from None
         self._write_lock = threading.Lock()
@@ -199,19 +202,16 @@ class CodexSession:
         self._parser: CodexParser | None = None
         self._driver: TurnDriver | None = None
         self._pending_interrupt = False
-        db_url = env.get("LANEBOARD_DATABASE_URL")
+        self._steers: dict[int, list[Any]] = {}  # steer request id -> [answered, accepted]
+        self._steer_answered = threading.Condition()
         roots = [
             r
-            for r in [
-                *git_dirs(cwd),
-                sqlite_dir(db_url),
-                *[str(p) for p in adapter.config.get("writable_roots") or ()],
-            ]
+            for r in [*git_dirs(cwd), *[str(p) for p in adapter.config.get("writable_roots") or ()]]
             if r
         ]
-        network = bool(adapter.config.get("network_access")) or bool(
-            db_url and db_url.startswith(("postgres://", "postgresql://"))
-        )
+        # the session reaches the board only through LANEBOARD_URL (the supervisor's unix
+        # socket): Codex's Linux sandbox refuses even an AF_UNIX connect without network
+        network = bool(adapter.config.get("network_access")) or bool(env.get("LANEBOARD_URL"))
         if self.policy.allow_all:
             self.sandbox_mode, self.approval = "danger-full-access", "never"
             self.sandbox_policy: dict[str, Any] = {"type": "dangerFullAccess"}
@@ -225,12 +225,17 @@ class CodexSession:
         try:
             self._call("initialize", {"clientInfo": {"name": "laneboard", "version": "1"}})
             self._notify("initialized")
+            config: dict[str, Any] = {
+                # a login shell would reset PATH from /etc/profile and lose `lb`
+                "allow_login_shell": bool(adapter.config.get("login_shell", False)),
+            }
+            for server in mcp:  # laneboard's own MCP server (``mcp_config``)
+                config.update(server.codex_override())
             params: dict[str, Any] = {
                 "cwd": cwd,
                 "sandbox": self.sandbox_mode,
                 "approvalPolicy": self.approval,
-                # a login shell would reset PATH from /etc/profile and lose `lb`
-                "config": {"allow_login_shell": bool(adapter.config.get("login_shell", False))},
+                "config": config,
             }
             instructions = render_role(role)
             if instructions:
@@ -250,6 +255,9 @@ class CodexSession:
         if not self.session_id:
             self.close()
             raise AdapterError("codex did not return a thread id")
+        # a turn does not wait for MCP servers still starting: its tool search would find
+        # none of their tools, so the first turn waits for them here
+        self._await_mcp([m.name for m in mcp], MCP_STARTUP_S)
 
     # -- JSON-RPC plumbing ---------------------------------------------------------------------
 
@@ -271,9 +279,11 @@ class CodexSession:
         self._write(msg)
 
     def _request(self, method: str, params: dict[str, Any]) -> int:
-        self._next_id += 1
-        self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
-        return self._next_id
+        with self._write_lock:  # ``steer`` comes from another thread than the turn's
+            self._next_id += 1
+            rid = self._next_id
+            self.proc.write_json({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return rid
 
     def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request outside a turn: wait for its answer, handling what arrives meanwhile."""
@@ -306,8 +316,35 @@ class CodexSession:
                 result = obj.get("result")
                 return result if isinstance(result, dict) else {}
 
+    def _await_mcp(self, names: list[str], timeout: float) -> None:
+        """Until each named MCP server has started (or failed), or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while any(self.mcp_status.get(n, "starting") == "starting" for n in names):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                raw = self.proc.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if raw is None:
+                self.proc.lines.put(None)
+                return
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                self._on_message(obj)
+
     def _on_message(self, obj: dict[str, Any]) -> bool:
         """Answers server requests (approvals); True when the message was consumed."""
+        if "method" not in obj and "id" in obj:
+            with self._steer_answered:  # held by ``steer`` until it waits: no lost answer
+                if obj["id"] in self._steers:
+                    self._steers[obj["id"]] = [True, "error" not in obj]
+                    self._steer_answered.notify_all()
+                    return True
         if "method" in obj and "id" in obj:
             method = str(obj["method"])
             params = _dict(obj.get("params"))
@@ -320,6 +357,8 @@ class CodexSession:
                 decision = (
                     ("approved" if ok else "denied") if legacy else ("accept" if ok else "decline")
                 )
+                if not ok:  # before the decline, so the reason is in the model's next request
+                    self._tell_refusal(method, params, why)
                 if method == "item/permissions/requestApproval":
                     self._write(
                         {
@@ -343,6 +382,7 @@ class CodexSession:
                         reason=why,
                         command=params.get("command"),
                     )
+
             else:
                 self._write(
                     {
@@ -352,6 +392,9 @@ class CodexSession:
                     }
                 )
             return True
+        if obj.get("method") == "mcpServer/startupStatus/updated":
+            self._mcp_status(_dict(obj.get("params")))
+            return True
         if obj.get("method") == "turn/started" and self._pending_interrupt:
             parser = self._parser
             if parser is not None:
@@ -360,6 +403,21 @@ class CodexSession:
             self._send_interrupt()
             return True
         return False
+
+    def _mcp_status(self, params: dict[str, Any]) -> None:
+        """An MCP server's startup status: a failure is kept (``mcp_errors``), written to
+        the session's stderr log and, during a turn, recorded as an event of it."""
+        name, status = str(params.get("name") or ""), str(params.get("status") or "")
+        self.mcp_status[name] = status
+        if status != "failed":
+            return
+        error = str(params.get("error") or "no reason given")
+        self.mcp_errors[name] = error
+        # the stderr file is a courtesy copy: the error itself is kept in mcp_errors
+        with contextlib.suppress(OSError), open(self.stderr_path, "a", encoding="utf-8") as fh:
+            fh.write(f"laneboard: MCP server {name} failed to start: {error}\n")
+        if self._parser is not None:
+            self._parser.emit("mcp_failed", server=name, error=error)
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -372,14 +430,59 @@ class CodexSession:
             return
         self._request("turn/interrupt", {"threadId": self.session_id, "turnId": parser.turn_id})
 
+    def _tell_refusal(self, method: str, params: dict[str, Any], why: str) -> None:
+        """A declined approval reaches the model only as "rejected": the reason goes to
+        it too, as a steer of the running turn (``turn/steer``)."""
+        what = params.get("command")
+        if isinstance(what, list):
+            what = " ".join(str(c) for c in what)
+        subject = f"the command `{what}`" if what else "a file change"
+        if method == "item/permissions/requestApproval":
+            subject, why = "extra permissions", "laneboard does not grant extra permissions"
+        self._send_steer(f"laneboard refused {subject}: {why or 'not allowed for this role'}.")
+
+    def _send_steer(self, text: str) -> int | None:
+        """Send ``turn/steer`` into the running turn; its request id, or ``None`` when no
+        turn is running (or its id is not known yet)."""
+        parser = self._parser
+        if parser is None or parser.turn_id is None or parser.done:
+            return None
+        return self._request(
+            "turn/steer",
+            {
+                "threadId": self.session_id,
+                "expectedTurnId": parser.turn_id,
+                "input": [{"type": "text", "text": text}],
+            },
+        )
+
+    def steer(self, text: str, timeout: float = 10.0) -> bool:
+        """Add ``text`` to the running turn (the model reads it in its next request); True
+        only when Codex accepted it — False when no turn is running, it refused (the turn
+        ended meanwhile) or did not answer in time, so the caller can queue it instead."""
+        with self._steer_answered:
+            try:
+                rid = self._send_steer(text)
+            except (OSError, ValueError):
+                return False
+            if rid is None:
+                return False
+            self._steers[rid] = [False, False]
+            answered = self._steer_answered.wait_for(lambda: self._steers[rid][0], timeout)
+            accepted = bool(answered and self._steers[rid][1])
+            del self._steers[rid]
+        return accepted
+
     def send(self, prompt: str, *, timeout: float, on_event: EventSink | None = None) -> TurnResult:
         with self._turn_lock:
             if not self.proc.alive():
                 parser = CodexParser(on_event)
                 parser.end_of_stream(self.proc.proc.poll(), tail(self.stderr_path))
                 return parser.result(exit_code=self.proc.proc.poll())
-            self._next_id += 1
-            parser = CodexParser(on_event, request_id=self._next_id)
+            with self._write_lock:
+                self._next_id += 1
+                rid = self._next_id
+            parser = CodexParser(on_event, request_id=rid)
             parser.session_id = self.session_id
             self._parser = parser
             self._pending_interrupt = False
@@ -387,7 +490,7 @@ class CodexSession:
                 self._write(
                     {
                         "jsonrpc": "2.0",
-                        "id": self._next_id,
+                        "id": rid,
                         "method": "turn/start",
                         "params": {
                             "threadId": self.session_id,
@@ -427,6 +530,7 @@ class CodexSession:
 
 class CodexAdapter:
     kind = KIND
+    mcp = True  # sessions take MCP servers (``open_session(..., mcp=...)``)
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config = dict(config or {})
@@ -437,15 +541,21 @@ class CodexAdapter:
 
         return require_binary(KIND, self.config)
 
-    def stderr_path(self) -> str:
-        from laneboard.agents.discovery import log_dir
+    def stderr_path(self, env: Mapping[str, str], session_id: str | None) -> str:
+        from laneboard.agents.discovery import stderr_path
 
-        return os.path.join(log_dir(self.config), f"codex-{os.getpid()}-{time.time_ns()}.stderr")
+        return stderr_path(KIND, self.config, env, session_id)
 
     def open_session(
-        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+        self,
+        cwd: str,
+        session_id: str | None,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
+        mcp: Sequence[McpServer] = (),
     ) -> CodexSession:
-        return CodexSession(self, cwd, session_id, role, env)
+        return CodexSession(self, cwd, session_id, role, env, sandbox, mcp)
 
     def probe(self, handshake: bool = False) -> ProbeResult:
         from laneboard.agents.discovery import probe

@@ -4,13 +4,13 @@ Configure it under ``[supervisor.agent_kinds.command]`` with ``template``, e.g.
 ``template = "my-agent --cwd {cwd} --prompt-file {prompt_file}"``. Placeholders:
 ``{cwd}``, ``{prompt_file}``, ``{session_id}``, ``{role}``, ``{card}``. The prompt is
 also written to the process's stdin. Exit code 0 is a successful turn; stdout is the
-final text. The session id is laneboard's own (a command has no native session), so
+final text. In a sandbox the prompt file lies in the session's private temporary
+directory and ``{prompt_file}`` names it as the command sees it. The session id is laneboard's own (a command has no native session), so
 "resume" means the same id is passed again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
@@ -23,14 +23,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult, Usage
+from laneboard.agents.procs import kill_group
+from laneboard.agents.sandbox import Sandbox, wrap_command
 from laneboard.domain.roles import Role
 from laneboard.errors import LaneboardError
 
 
 class CommandSession:
     def __init__(
-        self, template: str, cwd: str, session_id: str, role: Role, env: Mapping[str, str]
+        self,
+        template: str,
+        cwd: str,
+        session_id: str,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
     ) -> None:
+        self.sandbox = sandbox
         self.template = template
         self.cwd = cwd
         self.session_id: str | None = session_id
@@ -49,24 +58,30 @@ class CommandSession:
 
     def send(self, prompt: str, *, timeout: float, on_event: EventSink | None = None) -> TurnResult:
         self._interrupted = False
-        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as fh:
+        tmp = None
+        if self.sandbox is not None:
+            self.sandbox.prepare()
+            tmp = self.sandbox.spec.tmp
+        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False, dir=tmp) as fh:
             fh.write(prompt)
             prompt_file = fh.name
         values = {
             "cwd": self.cwd,
-            "prompt_file": prompt_file,
+            "prompt_file": self.sandbox.inside(prompt_file) if self.sandbox else prompt_file,
             "session_id": self.session_id or "",
             "role": self.role.id,
             "card": self.env.get("LANEBOARD_CARD", ""),
         }
-        argv = [part.format(**values) for part in shlex.split(self.template)]
+        argv, env = wrap_command(
+            self.sandbox, [part.format(**values) for part in shlex.split(self.template)], self.env
+        )
         started = time.monotonic()
         try:
             with self._lock:
                 self._proc = subprocess.Popen(
                     argv,
                     cwd=self.cwd,
-                    env=self.env,
+                    env=env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -108,12 +123,9 @@ class CommandSession:
         )
 
     def _kill(self) -> None:
-        import signal
-
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             proc.wait(timeout=5)
 
     def interrupt(self) -> None:
@@ -132,7 +144,12 @@ class CommandAdapter:
         self.template = str(self.config.get("template", ""))
 
     def open_session(
-        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+        self,
+        cwd: str,
+        session_id: str | None,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
     ) -> CommandSession:
         if not self.template:
             raise LaneboardError(
@@ -144,7 +161,8 @@ class CommandAdapter:
             shlex.split(self.template)
         except ValueError as exc:
             raise AdapterError(f"command template does not parse: {exc}") from None
-        return CommandSession(self.template, cwd, session_id or str(uuid.uuid4()), role, env)
+        sid = session_id or str(uuid.uuid4())
+        return CommandSession(self.template, cwd, sid, role, env, sandbox)
 
     def probe(self, handshake: bool = False) -> ProbeResult:
         if not self.template:

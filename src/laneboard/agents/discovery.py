@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from laneboard.agents.base import AdapterError, ProbeResult
+from laneboard.agents.base import AdapterError, ConfigurationError, ProbeResult
 from laneboard.domain.roles import Role
 from laneboard.errors import LaneboardError
 
@@ -51,13 +51,16 @@ def require_binary(kind: str, config: Mapping[str, Any]) -> str:
         return found
     declared = configured_binary(config)
     if declared:
-        raise AdapterError(
-            f"{kind}: the configured binary {declared} does not exist or is "
-            f"not executable — fix [supervisor.agent_kinds.{kind}] binary"
+        fix = f"fix [supervisor.agent_kinds.{kind}] binary"
+        raise ConfigurationError(
+            f"{kind}: the configured binary {declared} does not exist or is not executable — {fix}",
+            fix,
         )
-    raise AdapterError(
+    fix = f"install {BINARY_NAMES.get(kind, kind)} or set [supervisor.agent_kinds.{kind}] binary"
+    raise ConfigurationError(
         f"{kind}: no {BINARY_NAMES.get(kind, kind)} on PATH — install it or "
-        f"set [supervisor.agent_kinds.{kind}] binary"
+        f"set [supervisor.agent_kinds.{kind}] binary",
+        fix,
     )
 
 
@@ -67,6 +70,18 @@ def log_dir(config: Mapping[str, Any]) -> str:
     from laneboard.config import state_dir
 
     return os.path.join(state_dir(), "agents")
+
+
+def stderr_path(
+    kind: str, config: Mapping[str, Any], env: Mapping[str, str], session_id: str | None
+) -> str:
+    """Where a session's stderr goes: the file the pool names for the session
+    (``LANEBOARD_AGENT_STDERR``, one per lane), else ``<log_dir>/<kind>-<session id>``."""
+    given = env.get("LANEBOARD_AGENT_STDERR")
+    if given:
+        return given
+    name = f"{kind}-{session_id}" if session_id else f"{kind}-{os.getpid()}-{time.time_ns()}"
+    return os.path.join(log_dir(config), f"{name}.stderr")
 
 
 _VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.]+)?")

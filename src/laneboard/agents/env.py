@@ -3,15 +3,16 @@
 The agent inherits the user's environment (its API keys, PATH, HOME, proxies), but never
 laneboard's own secrets: every ``LANEBOARD_*`` variable is dropped, then the three the
 session is meant to see are set — the card-scoped ``LANEBOARD_TOKEN``, ``LANEBOARD_CARD``
-and ``LANEBOARD_DATABASE_URL`` — and any variable named in the configured secret list
-(``secret_env`` in an agent kind's settings) is dropped too.
+and ``LANEBOARD_URL`` (the supervisor's board socket, where the session's ``lb`` sends its
+calls) — and any variable named in the configured secret list (``secret_env`` in an
+agent kind's settings) is dropped too. No database URL or path is ever passed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-GIVEN = ("LANEBOARD_TOKEN", "LANEBOARD_CARD", "LANEBOARD_DATABASE_URL")
+GIVEN = ("LANEBOARD_TOKEN", "LANEBOARD_CARD", "LANEBOARD_URL")
 # session-specific values the pool may pass in ``extra`` (never inherited from the parent)
 SESSION = (
     "LANEBOARD_TOKEN_FILE",
@@ -26,13 +27,13 @@ def agent_env(
     *,
     token: str | None,
     card_ref: str | None,
-    db_url: str | None,
+    board_url: str | None,
     extra: Mapping[str, str] | None = None,
     secrets: Iterable[str] = (),
 ) -> dict[str, str]:
     drop = set(secrets)
     env = {k: v for k, v in base.items() if not k.startswith("LANEBOARD_") and k not in drop}
-    for key, value in zip(GIVEN, (token, card_ref, db_url), strict=True):
+    for key, value in zip(GIVEN, (token, card_ref, board_url), strict=True):
         if value:
             env[key] = value
     for key, value in (extra or {}).items():

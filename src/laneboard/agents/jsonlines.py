@@ -51,6 +51,9 @@ class TurnParser:
 
     # -- input ---------------------------------------------------------------------------------
 
+    def idle(self) -> None:
+        """Called while no line arrives: a parser waiting on time (not on a line) decides."""
+
     def feed_line(self, raw: str) -> None:
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -192,6 +195,7 @@ class TurnDriver:
             try:
                 raw = self.proc.lines.get(timeout=min(0.2, max(0.0, deadline - now)))
             except queue.Empty:
+                self.parser.idle()
                 if not orphans_stopped and not self.proc.alive():
                     exited_at = exited_at or time.monotonic()
                     if time.monotonic() - exited_at >= ORPHAN_GRACE_S:

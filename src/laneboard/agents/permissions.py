@@ -28,6 +28,7 @@ role's tool set gets a one-time warning (``warn_once``).
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -202,11 +203,28 @@ def command_allowed(command: str, prefixes: Sequence[str]) -> tuple[bool, str]:
 # -- per-kind renderings ---------------------------------------------------------------------
 
 
-def claude_args(policy: ToolPolicy) -> list[str]:
+ROOT_BYPASS_NOTE = (
+    "Claude Code refuses --dangerously-skip-permissions (bypassPermissions) as root; "
+    "allow_all_tools runs it with every tool pre-approved instead (--allowedTools, "
+    "permission mode acceptEdits) — the OS sandbox, not a bypass, is the boundary"
+)
+ALL_CLAUDE_TOOLS = ("Bash", "Read", "Edit", "Write", "Grep", "Glob", "NotebookEdit")
+
+
+def claude_args(
+    policy: ToolPolicy, euid: int | None = None, mcp_tools: Sequence[str] = ()
+) -> list[str]:
+    """Claude Code's permission flags for ``policy``; ``mcp_tools`` (``mcp__server__tool``
+    names of the MCP servers the session is given) are allowed on top of the role's."""
     if policy.allow_all:
+        if (os.geteuid() if euid is None else euid) == 0:
+            warn_once("claude", ROOT_BYPASS_NOTE)
+            return ["--allowedTools", *ALL_CLAUDE_TOOLS, *mcp_tools,
+                    "--permission-mode", "acceptEdits"]  # fmt: skip
         return ["--permission-mode", "bypassPermissions"]
     tools = ["Read", "Grep", "Glob", "Bash"] + (["Edit", "Write"] if policy.edit else [])
     allowed = ["Read", "Grep", "Glob"] + (["Edit", "Write"] if policy.edit else [])
+    allowed += list(mcp_tools)
     for prefix in policy.commands:
         allowed += [f"Bash({prefix})", f"Bash({prefix} *)"]
     args = ["--tools", ",".join(tools), "--allowedTools", *allowed]

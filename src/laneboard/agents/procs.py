@@ -1,4 +1,7 @@
-"""Subprocess helpers shared by adapters that talk JSON lines over stdio."""
+"""Subprocess helpers shared by adapters that talk JSON lines over stdio.
+
+A ``LineProcess`` given a ``Sandbox`` starts its argv inside it (``agents.sandbox``).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +12,26 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
+
+from laneboard.agents.sandbox import Sandbox, wrap_command
 
 
 class LineProcess:
     """A child process whose stdout is read line by line on a background thread."""
 
     def __init__(
-        self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stderr_path: str | None
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        stderr_path: str | None,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        argv, env = wrap_command(sandbox, argv, env)
         self._stderr: IO[bytes] | int
         if stderr_path:
             os.makedirs(os.path.dirname(stderr_path), exist_ok=True)
@@ -56,26 +69,34 @@ class LineProcess:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())
         self.proc.stdin.flush()
 
-    def kill(self) -> None:
-        """Terminate the whole process group (the agent and anything it started)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        else:
-            self.kill_orphans()
+    def kill(self, *, grace_s: float | None = None) -> None:
+        """Terminate the whole process group (the agent and anything it started).
+
+        SIGTERM goes to the group; it returns once no process of the group runs. What is
+        still running after ``grace_s`` (``TERM_GRACE_S``) — the agent or a grandchild
+        that ignores SIGTERM — is SIGKILLed and waited for (``kill_group``).
+        """
+        grace = TERM_GRACE_S if grace_s is None else grace_s
+        pgid = self.proc.pid
+        if self.proc.poll() is None or group_running(pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while True:
+                self.proc.poll()  # reap the agent as soon as it exits
+                if not group_running(pgid) or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+            if group_running(pgid):
+                kill_group(pgid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=GROUP_EXIT_WAIT_S)
         self._release()
 
     def kill_orphans(self) -> None:
         """The agent's own process is gone: stop what it started, which may still hold its
         output open (a launcher killed on its own leaves the real agent running)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        kill_group(self.proc.pid)
 
     def _release(self) -> None:
         """After the process ended: let the reader drain, then close our pipe ends."""
@@ -89,6 +110,8 @@ class LineProcess:
             self._stderr = subprocess.DEVNULL
 
     def close(self) -> None:
+        """Close the agent's stdin and let it exit (3 s); then ``kill`` what still runs of
+        its group — the agent itself, or anything it started and left behind."""
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -98,7 +121,46 @@ class LineProcess:
             self.proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             self.kill()
+        if group_running(self.proc.pid):
+            self.kill()
         self._release()
+
+
+GROUP_EXIT_WAIT_S = 5.0  # after SIGKILL: the bound on waiting for the group to be gone
+TERM_GRACE_S = 5.0  # after SIGTERM: how long the group may take to exit before SIGKILL
+
+
+def kill_group(pgid: int, *, wait_s: float = GROUP_EXIT_WAIT_S) -> None:
+    """SIGKILL a process group and wait (at most ``wait_s``) until none of it runs: a
+    signal is only queued, and a loaded machine may run the process a while longer."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while group_running(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of the group is still alive (a zombie is not)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return True  # no /proc to tell a zombie from a live member
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def pid_alive(pid: int | None) -> bool:

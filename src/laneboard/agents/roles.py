@@ -69,7 +69,11 @@ def user_roles_dir() -> str:
 
 
 def project_roles_dir(project_dir: str) -> str:
-    return os.path.join(project_dir, ".laneboard", "roles")
+    """The project's ``roles_dir`` (default ``.laneboard/roles``), inside its directory."""
+    from laneboard.config import project_settings
+
+    rel = str(project_settings(project_dir=project_dir).value("project.roles_dir"))
+    return os.path.join(project_dir, rel)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -93,8 +97,8 @@ def parse_role(data: dict[str, Any], path: str, source: str) -> Role:
     rid = data.get("id")
     if not isinstance(rid, str) or not rid.strip() or any(c.isspace() for c in rid):
         raise RoleFileError(f"{path}: id must be a non-empty word")
-    agent = data.get("agent", "claude")
-    if not isinstance(agent, str) or not agent:
+    agent = data.get("agent", "")  # none: the supervisor's default_agent runs it
+    if not isinstance(agent, str):
         raise RoleFileError(f"{path}: agent must name an agent kind")
     lanes = _strings(data.get("lanes", ["worker"]), "lanes", path)
     bad = [ln for ln in lanes if ln not in LANES]

@@ -28,6 +28,7 @@ from laneboard.agents.base import (
     Usage,
 )
 from laneboard.agents.procs import LineProcess
+from laneboard.agents.sandbox import Sandbox
 from laneboard.domain.roles import Role
 
 
@@ -140,7 +141,12 @@ class ScriptedAdapter:
         self.config = dict(config or {})
 
     def open_session(
-        self, cwd: str, session_id: str | None, role: Role, env: Mapping[str, str]
+        self,
+        cwd: str,
+        session_id: str | None,
+        role: Role,
+        env: Mapping[str, str],
+        sandbox: Sandbox | None = None,
     ) -> ScriptedSession:
         sid = session_id or str(uuid.uuid4())
         argv = [
@@ -154,7 +160,9 @@ class ScriptedAdapter:
         ]
         if session_id:
             argv.append("--resume")
-        proc = LineProcess(argv, cwd=cwd, env=env, stderr_path=env.get("LANEBOARD_AGENT_STDERR"))
+        proc = LineProcess(
+            argv, cwd=cwd, env=env, stderr_path=env.get("LANEBOARD_AGENT_STDERR"), sandbox=sandbox
+        )
         first = None
         with contextlib.suppress(queue.Empty):
             first = proc.lines.get(timeout=30)

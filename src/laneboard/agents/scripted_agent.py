@@ -199,6 +199,9 @@ class Agent:
                 fh.write(step.get("content", ""))
         elif "run" in step:
             out = subprocess.run(step["run"], shell=True, capture_output=True, text=True)
+            output = (out.stdout + out.stderr)[-1000:]
+            emit({"type": "event", "kind": "command",
+                  "data": {"command": step["run"], "exit_code": out.returncode, "output": output}})  # fmt: skip
             if step.get("check", True) and out.returncode != 0:
                 raise StepFailed(f"{step['run']!r} exited {out.returncode}: {out.stderr[-300:]}")
         elif "lb" in step:
@@ -263,6 +266,7 @@ class Agent:
             sys.stdout.flush()
             os._exit(int(step["crash"]))
         elif "say" in step:
+            emit({"type": "event", "kind": "text", "data": {"text": str(step["say"])}})
             return str(step["say"])
         else:
             raise StepFailed(f"unknown step {sorted(step)}")

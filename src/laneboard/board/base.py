@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from laneboard.board import inputs
-from laneboard.domain import claims
+from laneboard.board import authority, inputs
+from laneboard.domain import claims, weights
 from laneboard.domain.model import Actor, ActorKind, Card, Evidence, Project
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError, not_found
-from laneboard.store import Store
+from laneboard.store import Store, rows
 from laneboard.store.tx import Tx
 
 if TYPE_CHECKING:
@@ -30,10 +30,13 @@ class BoardBase:
 
     store: Store
     windows: claims.ClaimWindows
+    sla: weights.SlaLimits  # the patrol limits that press on the candidate order
     delivery_gate: DeliveryGate | None
     landing_gate: LandingGate | None
 
-    if TYPE_CHECKING:  # defined by the parts (moves, claims, links)
+    if TYPE_CHECKING:  # defined by the parts (moves, claims, links, runs)
+
+        def check_run_for_card(self, tx: Tx, run_id: int, project_id: int) -> None: ...
 
         def move(
             self,
@@ -64,35 +67,32 @@ class BoardBase:
             include_unassigned: bool = False,
             stale: bool = False,
             project: str | int | None = None,
+            run_id: int | None = None,
+            run_statuses: Sequence[str] = (),
             limit: int = 50,
         ) -> list[Candidate]: ...
 
     def _card(self, tx: Tx, ref: str | int, *, lock: bool = False) -> Card:
         r = inputs.card_ref(ref)
-        cid = r if isinstance(r, int) else tx.card_id_by_ref(r)
-        card = tx.card(cid, lock=lock) if cid is not None else None
+        card = tx.card(r, lock=lock) if isinstance(r, int) else tx.card_by_ref(r, lock=lock)
         if card is None:
             raise not_found("card", ref, "list cards with: lb card list")
         return card
 
     def _project(self, tx: Tx, ref: str | int) -> Project:
         p: Project | None
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-            p = tx.project(id=int(ref))
-        else:
+        if isinstance(ref, str) and not (ref.isascii() and ref.isdigit()):
+            inputs.text(ref, "a project reference", limit=500)
             p = tx.project(key=ref) or tx.project(name=ref)
+        else:
+            p = tx.project(id=inputs.row_id(int(ref), "project"))
         if p is None:
             raise not_found("project", ref, "add it with: lb project add KEY --path DIR")
         return p
 
     @staticmethod
     def _may_write(actor: Actor, card: Card | claims.ClaimProbe) -> None:
-        if actor.kind is ActorKind.AGENT and actor.card_id is not None and actor.card_id != card.id:
-            raise LaneboardError(
-                "FORBIDDEN",
-                f"this agent credential is scoped to card {actor.card_id}, not {card.ref}",
-                "agents write only the card they were dispatched for",
-            )
+        authority.may_write(actor, card)
 
     @staticmethod
     def _fence(actor: Actor, card: Card) -> None:
@@ -115,12 +115,11 @@ class BoardBase:
             )
 
     def _save(self, tx: Tx, card: Card, fields: dict[str, Any]) -> Card:
-        if not tx.update_card(card.id, card.version, fields):
+        row = tx.update_card_returning(card.id, card.version, fields)
+        if row is None:
             raise LaneboardError(
                 "VERSION_CONFLICT",
                 f"{card.ref} changed while it was being written",
                 "read it again and retry",
             )
-        fresh = tx.card(card.id)
-        assert fresh is not None
-        return fresh
+        return rows.card(row, card.depends_on)  # a write never changes the links

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from laneboard.board import inputs
+from laneboard.board import authority, inputs
 from laneboard.board.base import BoardBase
 from laneboard.domain.model import (
     AcceptanceMode,
@@ -13,6 +13,7 @@ from laneboard.domain.model import (
     ActorKind,
     Card,
     CardKind,
+    Project,
     check_priority,
     parse_enum,
 )
@@ -53,22 +54,35 @@ class CardsMixin(BoardBase):
         priority: int = 2,
         labels: Iterable[str] = (),
         acceptance: Iterable[Any] = (),
-        acceptance_mode: str = "auto",
+        acceptance_mode: str | None = None,
         checks: Iterable[str] = (),
-        allowed_paths: Iterable[str] = (),
+        allowed_paths: Iterable[str] | None = None,
         status: str = "todo",
         depends_on: Iterable[str | int] = (),
         meta: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         run_id: int | None = None,
         tx: Tx | None = None,
+        runtime_meta: dict[str, Any] | None = None,
     ) -> Card:
         """Create a card. With ``tx`` the card is written inside that open write
-        transaction (the caller commits it, and a constraint failure propagates)."""
+        transaction (the caller commits it, and a constraint failure propagates).
+        ``acceptance_mode`` and ``allowed_paths`` left as None take the project's defaults
+        (``project.acceptance_mode``, ``project.allowed_paths``; docs/configuration.md).
+
+        ``meta`` comes from the caller (an agent never sets a reserved key in it);
+        ``runtime_meta`` is what a board rule stamps on the card it creates for an agent
+        (a stage handoff's follow-up), never a surface's argument."""
         title = inputs.text(title, "title", limit=500)
-        inputs.text(description, "description", empty=True)
+        inputs.text(description, "description", empty=True, multiline=True)
+        given = inputs.meta(meta) if meta is not None else {}
+        authority.check_new_meta(actor, given)
         kind_v = parse_enum(CardKind, kind, "card kind")
-        mode = parse_enum(AcceptanceMode, acceptance_mode, "acceptance mode")
+        mode = (
+            None
+            if acceptance_mode is None
+            else parse_enum(AcceptanceMode, acceptance_mode, "acceptance mode")
+        )
         st = parse_status(status)
         if st not in (Status.BACKLOG, Status.TODO):
             raise bad_input(f"a new card cannot start in {st.value}", "use backlog or todo")
@@ -76,7 +90,7 @@ class CardsMixin(BoardBase):
         crit = inputs.criteria(acceptance)
         label_l = inputs.strings(labels, "labels")
         check_l = inputs.strings(checks, "checks")
-        paths = [inputs.repo_path(p) for p in allowed_paths]
+        paths = None if allowed_paths is None else [inputs.repo_path(p) for p in allowed_paths]
         if assignee is not None:
             assignee = inputs.text(assignee, "assignee", limit=200).strip()
         if idempotency_key is not None:
@@ -98,7 +112,7 @@ class CardsMixin(BoardBase):
                 paths,
                 st,
                 list(depends_on),
-                dict(meta or {}),
+                {**given, **(runtime_meta or {})},
                 idempotency_key,
                 run_id,
                 tx,
@@ -124,9 +138,9 @@ class CardsMixin(BoardBase):
         priority: int,
         labels: list[str],
         crit: list[Any],
-        mode: AcceptanceMode,
+        mode: AcceptanceMode | None,
         checks_: list[str],
-        paths: list[str],
+        paths: list[str] | None,
         st: Status,
         depends_on: list[str | int],
         meta: dict[str, Any],
@@ -158,9 +172,9 @@ class CardsMixin(BoardBase):
         priority: int,
         labels: list[str],
         crit: list[Any],
-        mode: AcceptanceMode,
+        mode: AcceptanceMode | None,
         checks_: list[str],
-        paths: list[str],
+        paths: list[str] | None,
         st: Status,
         depends_on: list[str | int],
         meta: dict[str, Any],
@@ -172,6 +186,8 @@ class CardsMixin(BoardBase):
             if existing is not None:
                 return existing
         p = self._project(tx, project)
+        if mode is None or paths is None:
+            mode, paths = _project_defaults(tx, p, mode, paths)
         parent_id = None
         if parent is not None:
             pc = self._card(tx, parent)
@@ -187,6 +203,8 @@ class CardsMixin(BoardBase):
                 "comment on your card with the proposed work instead",
             )
         dep_cards = [self._card(tx, d) for d in depends_on]
+        if run_id is not None:
+            self.check_run_for_card(tx, run_id, p.id)
         now = tx.now()
         number = tx.take_card_number(p.id)
         cid = tx.insert_card(
@@ -239,6 +257,11 @@ class CardsMixin(BoardBase):
         with self.store.read() as tx:
             return self._card(tx, ref)
 
+    def card_by_key(self, key: str) -> Card | None:
+        """The card an idempotency key created (while the key is held), if any."""
+        with self.store.read() as tx:
+            return tx.card_by_key(key)
+
     def card_detail(self, ref: str | int) -> dict[str, Any]:
         with self.store.read() as tx:
             card = self._card(tx, ref)
@@ -262,16 +285,61 @@ class CardsMixin(BoardBase):
         label: str | None = None,
         parent: str | int | None = None,
         run_id: int | None = None,
+        ids: Sequence[int] | None = None,
+        text: str | None = None,
         limit: int = 500,
     ) -> list[Card]:
+        """Cards by filter; ``ids`` (when given) keeps only these cards; ``text`` keeps the
+        cards whose title, description or a comment contains it (any case)."""
+        return self._listed(
+            False,
+            project=project,
+            statuses=statuses,
+            assignee=assignee,
+            unassigned=unassigned,
+            label=label,
+            parent=parent,
+            run_id=run_id,
+            ids=ids,
+            text=text,
+            limit=limit,
+        )
+
+    def list_card_dicts(self, **filters: Any) -> list[dict[str, Any]]:
+        """``list_cards`` (same filters) as the cards' dictionaries, built from the rows."""
+        return self._listed(True, **filters)
+
+    def _listed(
+        self,
+        as_dicts: bool,
+        *,
+        project: str | int | None = None,
+        statuses: Sequence[str] = (),
+        assignee: str | None = None,
+        unassigned: bool = False,
+        label: str | None = None,
+        parent: str | int | None = None,
+        run_id: int | None = None,
+        ids: Sequence[int] | None = None,
+        text: str | None = None,
+        limit: int = 500,
+    ) -> list[Any]:
         for s in statuses:
             parse_status(s)
         if limit < 1 or limit > 10_000:
             raise bad_input(f"limit {limit} is out of range", "use a limit from 1 to 10000")
+        for name, value in (("assignee", assignee), ("label", label), ("search text", text)):
+            if value is not None:
+                inputs.text(value, name, limit=500, empty=True)
+        if run_id is not None:
+            inputs.row_id(run_id, "run")
+        if ids is not None and not ids:
+            return []
         with self.store.read() as tx:
             pid = self._project(tx, project).id if project is not None else None
             parent_id = self._card(tx, parent).id if parent is not None else None
-            return tx.list_cards(
+            rendered = tx.list_card_dicts if as_dicts else tx.list_cards
+            return rendered(
                 project_id=pid,
                 statuses=statuses,
                 assignee=assignee,
@@ -279,6 +347,8 @@ class CardsMixin(BoardBase):
                 label=label,
                 parent_id=parent_id,
                 run_id=run_id,
+                ids=ids or (),
+                text=text or None,
                 limit=limit,
             )
 
@@ -296,9 +366,9 @@ class CardsMixin(BoardBase):
             if k == "title":
                 fields[k] = inputs.text(v, "title", limit=500)
             elif k == "description":
-                fields[k] = inputs.text(v, "description", empty=True)
+                fields[k] = inputs.text(v, "description", empty=True, multiline=True)
             elif k == "priority":
-                fields[k] = check_priority(int(v))
+                fields[k] = check_priority(_whole(v, "priority"))
             elif k == "labels":
                 fields[k] = inputs.strings(v, "labels")
             elif k == "checks":
@@ -314,9 +384,9 @@ class CardsMixin(BoardBase):
             elif k == "assignee":
                 fields[k] = None if v in (None, "") else inputs.text(v, "assignee", limit=200)
             elif k == "meta":
-                if not isinstance(v, dict):
-                    raise bad_input("meta must be a JSON object", "pass meta as {...}")
-                fields[k] = v
+                fields[k] = inputs.meta(v)
+            elif k == "parent" and v is not None:
+                fields[k] = inputs.card_ref(v)
             else:
                 fields[k] = v
         with self.store.write() as tx:
@@ -329,12 +399,7 @@ class CardsMixin(BoardBase):
                     f"{card.ref} is {card.status.value}",
                     "terminal cards cannot be edited",
                 )
-            if actor.kind is ActorKind.AGENT and ({"acceptance", "acceptance_mode"} & set(fields)):
-                raise LaneboardError(
-                    "FORBIDDEN",
-                    "agents may not change acceptance",
-                    "ask a human to change the acceptance of the card",
-                )
+            authority.check_edit(actor, card, fields)
             if "parent" in fields:
                 pv = fields.pop("parent")
                 if pv is None:
@@ -345,7 +410,7 @@ class CardsMixin(BoardBase):
                         raise bad_input(f"{pc.ref} cannot be the parent", "choose an epic card")
                     fields["parent_id"] = pc.id
             if "meta" in fields:
-                fields["meta"] = {**card.meta, **fields["meta"]}
+                fields["meta"] = inputs.meta({**card.meta, **fields["meta"]})
             new = self._save(tx, card, fields)
             tx.append_event(
                 "card.edited",
@@ -356,3 +421,24 @@ class CardsMixin(BoardBase):
                 payload={"fields": sorted(changes)},
             )
             return new
+
+
+def _project_defaults(
+    tx: Tx, project: Project, mode: AcceptanceMode | None, paths: list[str] | None
+) -> tuple[AcceptanceMode, list[str]]:
+    """The project's ``acceptance_mode`` and ``allowed_paths`` where the caller gave none."""
+    from laneboard.config import effective_project_config
+
+    cfg = effective_project_config(project, tx.project_config(project.id))
+    if mode is None:
+        mode = parse_enum(AcceptanceMode, str(cfg["acceptance_mode"]), "acceptance mode")
+    return mode, list(cfg["allowed_paths"]) if paths is None else paths
+
+
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise bad_input(f"{what} must be a whole number", f"pass {what} as 0-3")
+    try:
+        return int(value)
+    except ValueError:
+        raise bad_input(f"{what} {inputs.clean_repr(value)} is not a number", "use 0-3") from None

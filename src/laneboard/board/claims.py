@@ -6,12 +6,57 @@ from collections.abc import Sequence
 
 from laneboard.board import inputs
 from laneboard.board.base import BoardBase
-from laneboard.domain import claims
+from laneboard.domain import claims, deps, weights
 from laneboard.domain.model import Actor, ActorKind, Card, CommentKind
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError, not_found
 from laneboard.store import Row, rows
-from laneboard.store.tx import Tx, claim_probe_sql
+from laneboard.store.claim_sql import ClaimSet, ReadyKey, claim_with_event, ranked_claim_with_event
+from laneboard.store.rows import dep_ids, dumps
+from laneboard.store.tx import Tx, claim_probe
+
+CLAIM_NEXT_ROUNDS = 1000  # each lost round means another claimant took a candidate
+CANDIDATE_READ = 200  # ready cards read per round, as ``candidates`` reads them
+CLAIM_NEXT_PICK = 32  # the heaviest of them one claim statement tries, in order
+
+
+def _takeover(row: Row, who: str) -> bool:
+    """A claim of ``row`` (its ``prev_*`` values, or a probe's own) takes over another's."""
+    status = row.get("prev_status", row.get("status"))
+    holder = row.get("prev_holder", row.get("holder"))
+    return status == Status.IN_PROGRESS.value and holder not in (None, who)
+
+
+def _claimed_payload(before: Row, who: str, epoch: int, *, takeover: bool) -> dict[str, object]:
+    """A ``card.claimed`` payload; ``before`` has the card's ref, status and holder before."""
+    return {
+        "ref": before["ref"],
+        "holder": who,
+        "epoch": epoch,
+        "from": before["status"],
+        "takeover": takeover,
+        "previous_holder": before["holder"],
+    }
+
+
+_EPOCH, _REF = -7_211_000, "\x00"  # stand-ins, in the template of a ``card.claimed`` payload
+
+
+def _claimed_template(who: str) -> tuple[str, str, str]:
+    """A ``claim --next`` payload's text around its epoch and its ref (JSON string).
+
+    The statement that claims the card fills them in: ``head + epoch + middle + ref +
+    tail`` is byte for byte ``dumps(_claimed_payload(...))`` (keys sorted: the epoch
+    comes before the ref).
+    """
+    text = dumps(
+        _claimed_payload(
+            {"ref": _REF, "status": "todo", "holder": None}, who, _EPOCH, takeover=False
+        )
+    )
+    head, rest = text.split(str(_EPOCH), 1)
+    middle, tail = rest.split(dumps(_REF), 1)
+    return head, middle, tail
 
 
 class ClaimsMixin(BoardBase):
@@ -37,16 +82,22 @@ class ClaimsMixin(BoardBase):
     ) -> Card:
         """Take a card (compare-and-swap). Losers get ``CLAIM_CONFLICT``."""
         who = self._claimant(actor, holder)
+        if session_id is not None:
+            inputs.text(session_id, "session id", limit=200)
         if idempotency_key is not None:
             inputs.text(idempotency_key, "idempotency key", limit=500)
         probe = self._claim_probe(actor, ref, who) if idempotency_key is None else None
+        if probe is not None and self.store.dialect == "postgresql" and not _takeover(probe, who):
+            row = self._claim_once(actor, probe, who, session_id)
+            if row is not None:
+                return rows.card(row, dep_ids(probe["deps"]))
+            probe = None  # the card changed since the probe: the exact path decides
         if probe is not None:
             with self.store.write() as tx:  # the lock is held for two statements
                 row = self._claim_expected(tx, actor, probe, who, session_id)
                 if row is None:  # the card changed since the probe: the exact path decides
                     return self.claim_in(tx, actor, ref, who, session_id)
-            deps = str(probe["deps"] or "")
-            return rows.card(row, tuple(int(d) for d in deps.split(",") if d))
+            return rows.card(row, dep_ids(probe["deps"]))
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -70,9 +121,12 @@ class ClaimsMixin(BoardBase):
         """Claim the heaviest ready card of a claim set (``lb card claim --next``).
 
         The set is the given assignees (default: the claimant's own name), plus
-        unassigned cards when asked. The pick and the claim are one statement over the
-        weight-ordered candidates; when racing claimants took all of them, it reads the
-        candidates again (three times at most) before answering ``CLAIM_CONFLICT``.
+        unassigned cards when asked; an agent is offered only cards it may claim. The
+        pick and the claim are one statement over the weight-ordered candidates. The
+        answer is the truth: a card, or ``NOTHING_READY`` when a fresh read finds none
+        ready. When racing claimants took every candidate, it reads them again; when the
+        candidates left are row-locked by other writes (PostgreSQL), it waits for the
+        first of them.
         """
         who = self._claimant(actor, holder)
         if actor.kind is ActorKind.AGENT and actor.card_id is not None:
@@ -84,11 +138,18 @@ class ClaimsMixin(BoardBase):
         wanted = list(assignees) or [who]
         for name in wanted:
             inputs.text(name, "assignee", limit=200)
-        for _ in range(3):
-            got = self.candidates(
-                assignees=wanted, include_unassigned=include_unassigned, project=project
-            )
-            if not got:
+        pid = None
+        if project is not None:
+            with self.store.autocommit() as tx:
+                pid = self._project(tx, project).id
+        if self.store.dialect == "postgresql":
+            got = self._claim_ranked(actor, who, wanted, include_unassigned, pid, session_id)
+            if got is not None:
+                return got
+        for _ in range(CLAIM_NEXT_ROUNDS):
+            with self.store.autocommit() as tx:
+                ids = self._next_ids(tx, actor, who, wanted, include_unassigned, pid)
+            if not ids:
                 raise LaneboardError(
                     "NOTHING_READY",
                     f"no ready card for {', '.join(wanted)}"
@@ -96,20 +157,122 @@ class ClaimsMixin(BoardBase):
                     "see what is waiting with: lb card candidates --include-unassigned",
                 )
             with self.store.write() as tx:
-                row = tx.claim_next(
-                    [c.card.id for c in got],
-                    who,
-                    actor.kind.value,
-                    session_id,
-                    bypass_assignee=actor.is_human,
-                )
+                row = self._claim_first(tx, ids, who, actor, session_id)
                 if row is not None:
                     self._after_claim(tx, actor, row, who)
-                    return rows.card(row, tx.dependencies(int(row["id"])))
-        raise LaneboardError(
+                    return rows.card(row, dep_ids(row["deps"]))
+        raise LaneboardError(  # every round lost every candidate to others: never expected
             "CLAIM_CONFLICT",
             "every ready card was claimed by someone else meanwhile",
             "try again, or see: lb card candidates",
+        )
+
+    def _claim_set(
+        self,
+        actor: Actor,
+        who: str,
+        wanted: list[str],
+        include_unassigned: bool,
+        project_id: int | None,
+    ) -> ClaimSet | None:
+        """Whose ready cards the caller may claim; None: nobody's.
+
+        An agent's claim set leaves out cards assigned to anyone else.
+        """
+        mine = wanted if actor.is_human else [w for w in wanted if w == who]
+        unassigned = include_unassigned or not wanted
+        if not mine and not unassigned:
+            return None
+        return ClaimSet(
+            mine,
+            unassigned,
+            project_id,
+            CANDIDATE_READ,
+            CLAIM_NEXT_PICK,
+            self.sla.review_aging_min,
+        )
+
+    def _claim_ranked(
+        self,
+        actor: Actor,
+        who: str,
+        wanted: list[str],
+        include_unassigned: bool,
+        project_id: int | None,
+        session_id: str | None,
+    ) -> Card | None:
+        """The common case of ``claim_next`` on PostgreSQL: one statement that ranks the
+        ready cards, claims the first free one and writes its event (one round trip).
+
+        None when it claimed nothing: a waited-on card (fan-out is weighed in Python),
+        every candidate taken or locked, or nothing ready; ``claim_next``'s rounds then
+        find out which.
+        """
+        claim_set = self._claim_set(actor, who, wanted, include_unassigned, project_id)
+        if claim_set is None:
+            return None
+        kind = actor.kind.value
+        row = ranked_claim_with_event(
+            self.store,
+            claim_set,
+            who,
+            kind,
+            session_id,
+            actor.is_human,
+            (self.store.clock.now_ms(), actor.name, kind),
+            _claimed_template(who),
+        )
+        return rows.card(row, dep_ids(row["deps"])) if row is not None else None
+
+    def _next_ids(
+        self,
+        tx: Tx,
+        actor: Actor,
+        who: str,
+        wanted: list[str],
+        include_unassigned: bool,
+        project_id: int | None,
+    ) -> list[int]:
+        """The heaviest ready cards the caller may claim, in candidate order (as ``candidates``)."""
+        claim_set = self._claim_set(actor, who, wanted, include_unassigned, project_id)
+        if claim_set is None:
+            return []
+        mine, unassigned = claim_set.assignees, claim_set.unassigned
+        first = tx.ready_first(
+            CLAIM_NEXT_PICK,
+            assignees=mine,
+            unassigned=unassigned,
+            project_id=project_id,
+            limit=CANDIDATE_READ,
+            review_aging_min=self.sla.review_aging_min,
+        )
+        if first is not None:
+            return [k.id for k in first]
+        keys = tx.ready_keys(
+            assignees=mine, unassigned=unassigned, project_id=project_id, limit=CANDIDATE_READ
+        )
+        fan = deps.downstream_counts(tx.open_dependents(), [k.id for k in keys])
+        now = tx.now()
+        sla = {k.id: c for k in keys if (c := ready_sla_clock(k, now, self.sla)) is not None}
+        return [k.id for k in weights.first(keys, now, fan, CLAIM_NEXT_PICK, sla)]
+
+    def _claim_first(
+        self, tx: Tx, ids: list[int], who: str, actor: Actor, session_id: str | None
+    ) -> Row | None:
+        """Claim the first free candidate; else wait for the first one a write holds locked.
+
+        The transaction holds no lock when it waits (the skipping pick locked nothing),
+        and waits for one row only, so it cannot take part in a deadlock.
+        """
+        kind, bypass = actor.kind.value, actor.is_human
+        row = tx.claim_next(ids, who, kind, session_id, bypass_assignee=bypass)
+        if row is not None or not tx.pg:
+            return row  # SQLite's pick runs under the write lock: None means none is left
+        held = tx.first_claimable(ids, who, bypass_assignee=bypass)
+        if held is None:
+            return None
+        return tx.claim_next(
+            [held], who, kind, session_id, bypass_assignee=bypass, skip_locked=False
         )
 
     def _claim_probe(self, actor: Actor, ref: str | int, who: str) -> Row | None:
@@ -122,10 +285,9 @@ class ClaimsMixin(BoardBase):
         """
         r = inputs.card_ref(ref)
         by = "id" if isinstance(r, int) else "ref"
-        got = self.store.query(claim_probe_sql(by, self.store.dialect == "postgresql"), (r,))
-        if not got:
+        row = claim_probe(self.store, by, r)
+        if row is None:
             return None
-        row = got[0]
         probe = claims.ClaimProbe(
             int(row["id"]),
             str(row["ref"]),
@@ -156,10 +318,29 @@ class ClaimsMixin(BoardBase):
             self._after_claim(tx, actor, row, who)
         return row
 
+    def _claim_once(self, actor: Actor, probe: Row, who: str, session_id: str | None) -> Row | None:
+        """The CAS against the probed version and its event as one statement (PostgreSQL).
+
+        The event is known before the statement: the version the CAS requires fixes the
+        replaced values and the new epoch. None if the card moved on.
+        """
+        payload = _claimed_payload(probe, who, int(probe["claim_epoch"]) + 1, takeover=False)
+        event = (self.store.clock.now_ms(), "card.claimed", actor.name, actor.kind.value)
+        return claim_with_event(
+            self.store,
+            probe,
+            who,
+            actor.kind.value,
+            session_id,
+            self.windows,
+            actor.is_human,
+            (*event, dumps(payload)),
+        )
+
     def _after_claim(self, tx: Tx, actor: Actor, row: Row, who: str) -> None:
         """The takeover comment and the ``card.claimed`` event of a successful CAS."""
         prev_status, prev_holder = row["prev_status"], row["prev_holder"]
-        takeover = prev_status == Status.IN_PROGRESS.value and prev_holder not in (None, who)
+        takeover = _takeover(row, who)
         if takeover:
             tx.insert_comment(
                 row["id"],
@@ -173,14 +354,12 @@ class ClaimsMixin(BoardBase):
             card_id=row["id"],
             project_id=row["project_id"],
             run_id=row["run_id"],
-            payload={
-                "ref": row["ref"],
-                "holder": who,
-                "epoch": row["claim_epoch"],
-                "from": prev_status,
-                "takeover": takeover,
-                "previous_holder": prev_holder,
-            },
+            payload=_claimed_payload(
+                {**row, "status": prev_status, "holder": prev_holder},
+                who,
+                row["claim_epoch"],
+                takeover=takeover,
+            ),
         )
 
     def _refuse_claim(
@@ -253,3 +432,17 @@ class ClaimsMixin(BoardBase):
 
     def release(self, actor: Actor, ref: str | int, *, note: str | None = None) -> Card:
         return self.move(actor, ref, "todo", note=note)
+
+
+def ready_sla_clock(key: ReadyKey, now: int, limits: weights.SlaLimits) -> weights.SlaClock | None:
+    """The SLA row of a ready ``todo`` card (``weights.sla_clock``)."""
+    return weights.sla_clock(
+        status="todo",
+        review=key.review,
+        epic=False,
+        created_at=key.created_at,
+        heartbeat_at=None,
+        status_since=key.status_since,
+        now_ms=now,
+        limits=limits,
+    )

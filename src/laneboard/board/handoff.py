@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from laneboard.board import inputs
+from laneboard.board import authority, inputs
 from laneboard.board.service import Board
 from laneboard.domain.model import Actor, ActorKind, Card, CommentKind
 from laneboard.domain.status import Status
@@ -37,7 +37,7 @@ CONSUMED = "handoff_consumed_round"
 DECLINED = "handoff_declined_round"
 REASON = "handoff_reason"
 FOLLOW_UPS = "handoff_follow_ups"
-DECIDER = "Director"
+DECIDER = authority.DIRECTOR
 DECISIONS = ("consumed", "declined")
 SECTION_MAX = 2500
 REASON_MAX = 2000
@@ -108,10 +108,7 @@ def round_section(tx: Tx, card: Card, limit: int = SECTION_MAX) -> str | None:
 
 def follow_up_refs(tx: Tx, card: Card, round_: int) -> list[str]:
     """The follow-up cards created from ``card``'s handoff of ``round_``, oldest first."""
-    ids = [
-        int(r["card_id"])
-        for r in tx.all("SELECT card_id FROM links WHERE depends_on = ?", (card.id,))
-    ]
+    ids = tx.dependents(card.id)
     found = tx.list_cards(ids=ids, limit=1000) if ids else []
     return [
         c.ref
@@ -125,12 +122,7 @@ def follow_up_refs(tx: Tx, card: Card, round_: int) -> list[str]:
 def _may_decide(actor: Actor, card: Card) -> None:
     if actor.kind is not ActorKind.AGENT:
         return
-    if actor.card_id not in (None, card.id):
-        raise LaneboardError(
-            "FORBIDDEN",
-            f"this agent credential is scoped to card {actor.card_id}, not {card.ref}",
-            "agents write only the card they were dispatched for",
-        )
+    authority.may_write(actor, card)
     if actor.name != DECIDER:
         raise LaneboardError(
             "FORBIDDEN",
@@ -218,7 +210,7 @@ def follow_up(
             priority=priority,
             labels=labels,
             depends_on=[card.id],
-            meta={"handoff_from": card.ref, "handoff_round": round_},
+            runtime_meta={"handoff_from": card.ref, "handoff_round": round_},
             idempotency_key=key,
             tx=tx,
         )
@@ -251,7 +243,7 @@ def decide(
         raise bad_input(f"unknown handoff decision {outcome!r}", "use consumed or declined")
     why = None
     if reason is not None and reason.strip():
-        why = inputs.text(reason, "reason", limit=REASON_MAX).strip()
+        why = inputs.text(reason, "reason", limit=REASON_MAX, multiline=True).strip()
     if outcome == "declined" and why is None:
         raise bad_input("a declined handoff needs a reason", 'add --reason "why nothing follows"')
     with board.store.write() as tx:

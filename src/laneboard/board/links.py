@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from laneboard.board.authority import Caller, require
 from laneboard.board.base import BoardBase
 from laneboard.domain import deps, weights
-from laneboard.domain.model import Actor, ActorKind, Card
+from laneboard.domain.model import Actor, Card
 from laneboard.errors import LaneboardError, not_found
 
 
@@ -18,6 +19,8 @@ class Candidate:
     weight: float
     fanout: int
     stale: bool
+    sla_pressure: float = 0.0  # minutes of ``weight`` (``domain.weights``)
+    sla_row: str | None = None  # the patrol row that presses, when one does
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -29,13 +32,15 @@ class Candidate:
             "priority": self.card.priority,
             "weight": round(self.weight, 3),
             "fanout": self.fanout,
+            "sla_pressure": round(self.sla_pressure, 3),
+            "sla_row": self.sla_row,
             "stale": self.stale,
         }
 
 
 class LinksMixin(BoardBase):
     def link(self, actor: Actor, ref: str | int, depends_on: str | int) -> Card:
-        self._human_or_system(actor, "link cards")
+        require(actor, Caller.PERSON, "link cards")
         with self.store.write() as tx:
             tx.advisory_lock(tx.store.pg_lock_key("links"))
             card = self._card(tx, ref, lock=True)
@@ -60,7 +65,7 @@ class LinksMixin(BoardBase):
             return new
 
     def unlink(self, actor: Actor, ref: str | int, depends_on: str | int) -> Card:
-        self._human_or_system(actor, "unlink cards")
+        require(actor, Caller.PERSON, "unlink cards")
         with self.store.write() as tx:
             card = self._card(tx, ref, lock=True)
             dep = self._card(tx, depends_on)
@@ -78,11 +83,6 @@ class LinksMixin(BoardBase):
             assert new is not None
             return new
 
-    @staticmethod
-    def _human_or_system(actor: Actor, what: str) -> None:
-        if actor.kind is ActorKind.AGENT:
-            raise LaneboardError("FORBIDDEN", f"agents may not {what}", "ask a human")
-
     def candidates(
         self,
         *,
@@ -90,8 +90,12 @@ class LinksMixin(BoardBase):
         include_unassigned: bool = False,
         stale: bool = False,
         project: str | int | None = None,
+        run_id: int | None = None,
+        run_statuses: Sequence[str] = (),
         limit: int = 50,
     ) -> list[Candidate]:
+        """Claimable cards, heaviest first; ``run_id``: only that run's cards;
+        ``run_statuses``: only cards in no run or in a run with one of these statuses."""
         with self.store.read() as tx:
             pid = self._project(tx, project).id if project is not None else None
             now = tx.now()
@@ -100,6 +104,8 @@ class LinksMixin(BoardBase):
                 assignees=assignees,
                 unassigned=unassigned,
                 project_id=pid,
+                run_id=run_id,
+                run_statuses=run_statuses,
                 limit=max(limit * 4, 200),
             )
             stale_cards: list[Card] = []
@@ -109,12 +115,15 @@ class LinksMixin(BoardBase):
                     for c in tx.stale_cards(
                         now - self.windows.stale_ms, assignees=assignees, unassigned=unassigned
                     )
-                    if pid is None or c.project_id == pid
+                    if (pid is None or c.project_id == pid)
+                    and (run_id is None or c.run_id == run_id)
                 ]
             pool = ready + stale_cards
             fan = deps.downstream_counts(tx.open_dependents(), [c.id for c in pool]) if pool else {}
         stale_ids = {c.id for c in stale_cards}
-        ordered = weights.order(pool, now, fan)
+        sla = {c.id: s for c in pool if (s := weights.card_sla_clock(c, now, self.sla))}
+        ordered = weights.order(pool, now, fan, sla)
         return [
-            Candidate(w.card, w.weight, w.fanout, w.card.id in stale_ids) for w in ordered[:limit]
+            Candidate(w.card, w.weight, w.fanout, w.card.id in stale_ids, w.sla_pressure, w.sla_row)
+            for w in ordered[:limit]
         ]

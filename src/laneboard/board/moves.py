@@ -5,15 +5,36 @@ from __future__ import annotations
 from typing import Any
 
 from laneboard.board import inputs
+from laneboard.board.authority import Caller, require
 from laneboard.board.base import BoardBase
 from laneboard.domain import acceptance as authority
 from laneboard.domain.model import AWAITING_REASONS, Actor, ActorKind, Card, CommentKind, Evidence
 from laneboard.domain.status import TERMINAL, TRANSITIONS, Status, check_transition, parse_status
 from laneboard.errors import LaneboardError, bad_input
-from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
 
 TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
+HOLD_REASONS = (
+    "configuration",
+    "resource",
+    "decision",
+    "boundary_violation",
+    "outside_allowed_paths",
+    "rework",
+    "rollup",
+)
+RELEASE_READ = 10_000  # blocked cards read by one release
+SKIPPED = frozenset({"CONFLICT", "ILLEGAL_TRANSITION", "NOT_FOUND"})
+
+
+def held_for(card: Card, reason: str) -> bool:
+    """``card`` is blocked by a hold of ``reason`` (its current block is that hold)."""
+    return (
+        card.status is Status.BLOCKED
+        and bool(card.meta.get("hold_cycle"))
+        and card.meta.get("hold_reason") == reason
+        and int(card.meta.get("hold_at") or 0) >= card.status_since
+    )
 
 
 class MovesMixin(BoardBase):
@@ -28,9 +49,13 @@ class MovesMixin(BoardBase):
         note: str | None = None,
         idempotency_key: str | None = None,
     ) -> Card:
-        dst = parse_status(to)
+        dst = parse_status(inputs.text(to, "status", limit=40))
         if idempotency_key is not None:
             inputs.text(idempotency_key, "idempotency key", limit=500)
+        if reason is not None:
+            inputs.text(reason, "reason", limit=500)
+        if note is not None:
+            inputs.text(note, "note", limit=100_000, empty=True, multiline=True)
         if dst is Status.IN_PROGRESS:
             # todo -> in_progress is a claim; in_review -> in_progress is rework
             with self.store.read() as tx:
@@ -43,7 +68,7 @@ class MovesMixin(BoardBase):
                     f"awaiting needs a reason {'/'.join(AWAITING_REASONS)}",
                     "pass --reason E1..E5 and --question TEXT",
                 )
-            question = inputs.text(question or "", "question", limit=20_000)
+            question = inputs.text(question or "", "question", limit=20_000, multiline=True)
         gated = self._run_gates(actor, ref, dst, idempotency_key)
         with self.store.write() as tx:
             if idempotency_key is not None:
@@ -150,7 +175,7 @@ class MovesMixin(BoardBase):
         rep = tx.report(card.id, card.delivery_round) if evidence else None
         if rep is not None:
             items = [e.to_dict() for e in (*rep.evidence, *evidence)]
-            tx.run("UPDATE reports SET evidence = ? WHERE id = ?", (dumps(items), rep.id))
+            tx.set_report_evidence(rep.id, items)
             extra["verified"] = len(evidence)
         if merge is not None:
             fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
@@ -192,11 +217,13 @@ class MovesMixin(BoardBase):
         message: str,
         *,
         reason: str = "resource",
+        question: str | None = None,
     ) -> Card:
-        """Park a card for a human at a loop bound: blocked, a question, ``meta.hold_*``."""
+        """Park a card for a human at a loop bound: blocked, a question, ``meta.hold_*``
+        (``question``: the comment's text instead of the loop bound's)."""
         if card.status not in TRANSITIONS_TO_BLOCKED:
             return card
-        question = (
+        question = question or (
             f"laneboard stopped {cycle} on {card.ref} at its bound ({bound}): {message} "
             f"A human decides what happens next: fix the cause and move the card to todo "
             f"(lb card move {card.ref} todo), or cancel it."
@@ -285,3 +312,33 @@ class MovesMixin(BoardBase):
             payload={"fields": ["meta"], "keys": sorted(meta)},
         )
         return new
+
+    def release_holds(
+        self, actor: Actor, reason: str, *, project: str | int | None = None
+    ) -> list[dict[str, Any]]:
+        """Move every card held for ``reason`` back to ``todo`` — once its cause is fixed.
+        Each card is its own transaction with its event; a card that moved meanwhile is
+        reported as skipped, not an error."""
+        require(actor, Caller.PERSON, "release holds")
+        if not isinstance(reason, str) or reason not in HOLD_REASONS:
+            raise bad_input(
+                f"{str(reason)[:40]!r} is not a hold reason",
+                f"use one of {', '.join(HOLD_REASONS)}",
+            )
+        with self.store.read() as tx:
+            pid = self._project(tx, project).id if project is not None else None
+            blocked = tx.list_cards(project_id=pid, statuses=("blocked",), limit=RELEASE_READ)
+        out: list[dict[str, Any]] = []
+        for card in (c for c in blocked if held_for(c, reason)):
+            fix = card.meta.get("hold_fix") or None
+            item: dict[str, Any] = {"ref": card.ref, "cycle": card.meta["hold_cycle"], "fix": fix}
+            note = f"hold released ({reason})" + (f"; fixed: {fix}" if fix else "")
+            try:
+                moved = self.move(actor, card.ref, "todo", note=note)
+            except LaneboardError as exc:
+                if exc.code not in SKIPPED:
+                    raise
+                out.append({**item, "released": False, "skipped": exc.message})
+                continue
+            out.append({**item, "released": moved.status is Status.TODO, "skipped": None})
+        return out

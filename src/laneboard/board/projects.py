@@ -1,13 +1,23 @@
-"""Projects and their settings."""
+"""Projects and their settings.
+
+A project's settings have one precedence (docs/configuration.md): flag → environment →
+the project's ``.laneboard/config.toml`` → the board's settings here → the user's file →
+default. The board layer serves projects whose repository carries no file; a board
+setting the file already sets is refused, and ``move_project_config_to_file`` moves a
+board's settings into the file.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from laneboard.board import inputs
+from laneboard.board.authority import Caller, require
 from laneboard.board.base import BoardBase
-from laneboard.domain.model import Actor, ActorKind, Project
+from laneboard.config_keys import BOARD_SETTINGS, Bad, all_keys
+from laneboard.domain.model import Actor, Project
 from laneboard.errors import LaneboardError, bad_input
 from laneboard.store import IntegrityError
 
@@ -21,10 +31,15 @@ class ProjectsMixin(BoardBase):
         path: str | None = None,
         base_ref: str | None = None,
         config: dict[str, Any] | None = None,
+        remote: str | None = None,
     ) -> Project:
-        self._human_only(actor, "add a project")
+        """Add a project. ``remote`` names a shared git remote (a URL git can push to, or a
+        bare repository's path): every machine then works on its own clone of it
+        (docs/lanes.md, lanes across machines)."""
+        require(actor, Caller.PERSON, "add a project")
         key = inputs.project_key(key)
         name = inputs.text(name or key, "project name", limit=200)
+        remote = _remote(remote)
         try:
             with self.store.write() as tx:
                 if tx.project(key=key) or tx.project(name=name):
@@ -33,14 +48,14 @@ class ProjectsMixin(BoardBase):
                         f"project {key} ({name}) already exists",
                         "pick another key and name, or use the existing project",
                     )
-                pid = tx.insert_project(key, name, path, base_ref)
+                pid = tx.insert_project(key, name, path, base_ref, remote)
                 if config:
                     tx.update_project(pid, config=config)
                 tx.append_event(
                     "project.added",
                     actor,
                     project_id=pid,
-                    payload={"key": key, "name": name, "path": path},
+                    payload={"key": key, "name": name, "path": path, "remote": remote},
                 )
                 p = tx.project(id=pid)
         except IntegrityError:
@@ -66,12 +81,13 @@ class ProjectsMixin(BoardBase):
         self, actor: Actor, ref: str | int, changes: dict[str, Any], unset: Sequence[str] = ()
     ) -> dict[str, Any]:
         """Change a project's settings (workspace, review_gate, check_timeout, base_ref)."""
-        self._human_only(actor, "change project settings")
+        require(actor, Caller.PERSON, "change project settings")
         checked = {k: _project_setting(k, v) for k, v in changes.items()}
         for key in unset:
             _project_setting(key, None)
         with self.store.write() as tx:
             p = self._project(tx, ref)
+            _refuse_shadowed(p, checked)
             cfg = {**tx.project_config(p.id), **checked}
             for key in unset:
                 cfg.pop(key, None)
@@ -84,13 +100,74 @@ class ProjectsMixin(BoardBase):
             )
             return cfg
 
-    @staticmethod
-    def _human_only(actor: Actor, what: str) -> None:
-        if actor.kind is ActorKind.AGENT:
-            raise LaneboardError("FORBIDDEN", f"agents may not {what}", "ask a human to do it")
+    def move_project_config_to_file(
+        self, actor: Actor, ref: str | int, *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Move the board's settings of a project into its ``.laneboard/config.toml``.
+
+        Settings the file already has stay as the file says (the file wins over the board
+        anyway); the rest are appended to its ``[project]`` table. Then the board's copies
+        are removed in one transaction with its event. ``dry_run`` writes nothing.
+        """
+        from laneboard.config_resolve import project_file_path
+        from laneboard.config_write import with_project_keys, write_atomic
+
+        require(actor, Caller.PERSON, "change project settings")
+        with self.store.read() as tx:
+            p = self._project(tx, ref)
+            stored = tx.project_config(p.id)
+        if not p.path or not os.path.isdir(p.path):
+            raise LaneboardError(
+                "CONFLICT",
+                f"project {p.key} has no directory on this machine",
+                f"set one with lb project add … --path, or write {p.key}'s settings by hand",
+            )
+        path = project_file_path(p.path)
+        in_file = _file_values(p)
+        board_values = _board_values(p, stored)
+        moved = {k: v for k, v in board_values.items() if k not in in_file}
+        kept = sorted(k for k in board_values if k in in_file)
+        before = _read_text(path)
+        after = with_project_keys(before, moved)
+        result = {
+            "project": p.key,
+            "file": path,
+            "moved": sorted(moved),
+            "kept_from_file": kept,
+            "text": after,
+            "dry_run": dry_run,
+        }
+        if dry_run or not board_values:
+            return result
+        if after != before:
+            write_atomic(path, after)
+        with self.store.write() as tx:
+            p = self._project(tx, p.id)
+            cfg = {k: v for k, v in tx.project_config(p.id).items() if k not in board_values}
+            tx.update_project(p.id, config=cfg, base_ref=None)
+            tx.append_event(
+                "project.configured",
+                actor,
+                project_id=p.id,
+                payload={"set": [], "unset": sorted(board_values), "moved_to_file": path},
+            )
+        return result
 
 
-PROJECT_SETTINGS = ("workspace", "review_gate", "check_timeout", "base_ref")
+PROJECT_SETTINGS = BOARD_SETTINGS
+
+
+def _remote(remote: str | None) -> str | None:
+    """A remote git can be given as an argument: a URL or a path, never an option."""
+    if remote is None:
+        return None
+    remote = inputs.text(remote, "remote", limit=4000).strip()
+    if not remote or remote.startswith("-") or any(c in remote for c in "\n\r\0"):
+        raise bad_input(
+            f"remote {remote!r} is not a git remote",
+            "give a URL git can push to, or the path of a bare repository",
+        )
+    return remote
 
 
 def _project_setting(key: str, value: Any) -> Any:
@@ -101,21 +178,54 @@ def _project_setting(key: str, value: Any) -> Any:
         )
     if value is None:
         return None
-    if key == "workspace" and value not in ("lanes", "shared"):
-        raise bad_input(f"workspace {value!r} is not valid", "use lanes or shared")
-    if key == "review_gate":
-        items = value if isinstance(value, list) else [value]
-        return inputs.strings(items, "review_gate")
-    if key == "check_timeout":
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            raise bad_input(
-                f"check_timeout {value!r} is not a number", "give seconds, e.g. 120"
-            ) from None
-        if not 0 < seconds <= 3600:
-            raise bad_input(f"check_timeout {seconds} is out of range", "use 0 < seconds <= 3600")
-        return seconds
-    if key == "base_ref":
-        return inputs.text(str(value), "base_ref", limit=200).strip()
-    return value
+    try:
+        checked = all_keys()[f"project.{key}"].check(value)
+    except Bad as bad:
+        raise bad_input(f"{key} {value!r} is not valid: {bad.message}", bad.fix) from None
+    if key == "base_ref" and not checked:
+        raise bad_input("base_ref is empty", "give a ref, or --unset base_ref")
+    return list(checked) if isinstance(checked, tuple) else checked
+
+
+def _file_values(project: Project) -> dict[str, tuple[Any, str]]:
+    """What the project's own file sets: short name -> (value, file:line)."""
+    from laneboard.config_resolve import project_file_path, read_file
+
+    if not project.path or not os.path.isdir(project.path):
+        return {}
+    found = read_file(project_file_path(project.path), all_keys(), project=True)
+    if found is None:
+        return {}
+    out = {}
+    for name, (value, line) in found.values.items():
+        where = f"{found.path}:{line}" if line else found.path
+        out[name.split(".", 1)[1]] = (value, where)
+    return out
+
+
+def _board_values(project: Project, stored: dict[str, Any]) -> dict[str, Any]:
+    values = {k: v for k, v in stored.items() if k in PROJECT_SETTINGS}
+    if project.base_ref:
+        values["base_ref"] = project.base_ref
+    return values
+
+
+def _refuse_shadowed(project: Project, changes: dict[str, Any]) -> None:
+    """A board setting the project's file also sets would never apply: refuse it."""
+    in_file = _file_values(project)
+    for key in sorted(changes):
+        if key in in_file:
+            raise LaneboardError(
+                "CONFLICT",
+                f"{in_file[key][1]} sets {key} for {project.key}, and the project's file "
+                "wins over the board",
+                "change it in that file (it is checked in with the project)",
+            )
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""

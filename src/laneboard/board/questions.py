@@ -18,12 +18,12 @@ sleeping for real.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from laneboard.board import access, inputs
 from laneboard.board.service import Board
 from laneboard.domain.clock import Clock
 from laneboard.domain.model import Actor, ActorKind, Card, Comment, CommentKind, system
@@ -86,7 +86,7 @@ def ask(board: Board, actor: Actor, ref: str | int, text: str) -> Comment:
     """Write a ``question`` comment on an ``in_progress`` card; the card stays put."""
     if not text or not text.strip():
         raise bad_input("the question is empty", 'pass the question text: lb card ask CARD "…"')
-    card = board.get(ref)
+    card = access.get(board, actor, ref)
     if card.status is not Status.IN_PROGRESS:
         raise LaneboardError(
             "ILLEGAL_TRANSITION",
@@ -148,8 +148,8 @@ def wait(
     """Hold until the question settles on the board, or the bound passes."""
     check_timeout(timeout_s)
     clk = clock or MonotonicClock()  # the bound is elapsed time, even under a pinned board clock
-    card = board.get(ref)
-    _question(board, card, question_id)
+    card = access.get(board, actor, ref)
+    _question(board, card, inputs.row_id(question_id, "question"))
     res = WaitResult("timeout", card.ref, question_id, card.status.value)
     start = clk.now_ms()
     last_pulse = start
@@ -203,22 +203,22 @@ def wait(
 TOKEN_TTL_MS = 3 * 60 * 60 * 1000
 
 
-def refresh_token_file(store: Store, actor: Actor, card: Card, path: str | None) -> bool:
-    """After a card-scoped agent re-claims its own card, write a credential for the new
-    claim epoch into its token file, so its next writes carry the current epoch.
+def renewed_token(store: Store, actor: Actor, card: Card) -> str | None:
+    """After a card-scoped agent re-claims its own card, a credential for the new claim
+    epoch, so its next writes carry the current epoch (``None`` when none is due).
 
     The claim itself (a compare-and-swap) proved the agent is the card's holder; the old
-    credential stays fenced to the old epoch. Returns whether a token was written.
+    credential stays fenced to the old epoch. The caller keeps it where the agent reads
+    its credential (``LANEBOARD_TOKEN_FILE``).
     """
     if (
-        not path
-        or actor.kind is not ActorKind.AGENT
+        actor.kind is not ActorKind.AGENT
         or actor.card_id != card.id
         or card.status is not Status.IN_PROGRESS
         or card.holder != actor.name
         or actor.epoch == card.claim_epoch
     ):
-        return False
+        return None
     from laneboard.board.tokens import Tokens
 
     token, _ = Tokens(store).create(
@@ -229,9 +229,4 @@ def refresh_token_file(store: Store, actor: Actor, card: Card, path: str | None)
         epoch=card.claim_epoch,
         expires_at=store.clock.now_ms() + TOKEN_TTL_MS,
     )
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token)
-    os.replace(tmp, path)
-    return True
+    return token

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 from datetime import datetime, tzinfo
@@ -10,7 +10,7 @@ from typing import Any
 
 from laneboard.board import inputs
 from laneboard.domain.model import AcceptanceMode, check_priority, parse_enum
-from laneboard.errors import LaneboardError, bad_input, not_found
+from laneboard.errors import bad_input, not_found
 from laneboard.store.tx import Tx
 
 JOB_KEYS = (
@@ -62,6 +62,42 @@ def zone_of(name: str) -> tzinfo:
         ) from None
 
 
+def local_zone_name() -> str:
+    """The host's zone as an IANA name (``TZ``, the /etc/localtime link, /etc/timezone),
+    so that a ``local`` schedule means the same zone on every host that runs it."""
+    from zoneinfo import available_timezones
+
+    known = available_timezones()
+    tz = (os.environ.get("TZ") or "").lstrip(":")
+    if tz:
+        if tz in known:
+            return tz
+        raise bad_input(
+            f"TZ={tz!r} is not an IANA time zone, so local cannot be resolved",
+            "pass --timezone with an IANA name like Europe/Berlin",
+        )
+    candidates = []
+    # each source is optional: a host may have either, both or neither
+    with contextlib.suppress(OSError):
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    with contextlib.suppress(OSError), open("/etc/timezone") as fh:
+        candidates.append(fh.read().strip())
+    for name in candidates:
+        if name in known:
+            return name
+    raise bad_input(
+        "this host's time zone has no IANA name, so local cannot be resolved",
+        "pass --timezone with an IANA name like Europe/Berlin",
+    )
+
+
+def resolve_zone(name: str) -> str:
+    """The zone a new schedule stores: ``local`` becomes this host's IANA name."""
+    return local_zone_name() if check_zone(name) == LOCAL else name
+
+
 def local_zone() -> tzinfo:
     """The host's zone: ``TZ`` if it names a zone, else /etc/localtime, else the offset."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -83,47 +119,6 @@ def local_zone() -> tzinfo:
 
 
 # -- job definitions ----------------------------------------------------------------------
-def load_job(path: str) -> dict[str, Any]:
-    """Read a job definition file (TOML, or JSON when it ends in .json or starts with '{')."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise bad_input(
-            f"job definition {path} does not exist", "pass the path of a TOML or JSON file"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise bad_input(
-            f"job definition {path} cannot be read: {exc}", "pass a readable UTF-8 file"
-        ) from None
-    as_json = path.lower().endswith(".json") or (
-        not path.lower().endswith(".toml") and text.lstrip().startswith("{")
-    )
-    if as_json:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise bad_input(
-                f"job definition {path} is not valid JSON: {exc}", "fix the JSON syntax"
-            ) from None
-    else:
-        import tomllib
-
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            msg = str(exc).replace("\n", " ")
-            raise bad_input(
-                f"job definition {path} is not valid TOML: {msg}", "fix the TOML syntax"
-            ) from None
-    if not isinstance(data, dict):
-        raise bad_input(
-            f"job definition {path} is not a table of fields",
-            f"give an object with: {', '.join(JOB_KEYS)}",
-        )
-    return data
-
-
 def _string_list(job: dict[str, Any], key: str, *, strings: bool = True) -> list[Any]:
     value = job.get(key, [])
     if not isinstance(value, list) or (strings and not all(isinstance(v, str) for v in value)):
@@ -150,7 +145,7 @@ def validate_job(tx: Tx, job: dict[str, Any]) -> dict[str, Any]:
         if key in job and not isinstance(job[key], str):
             raise bad_input(f"job field {key} must be text", f"write {key} as a string")
     title = inputs.text(job["title"], "title", limit=500)
-    description = inputs.text(job.get("description", ""), "description", empty=True)
+    description = inputs.text(job.get("description", ""), "description", empty=True, multiline=True)
     priority = job.get("priority", 2)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise bad_input("job field priority must be a whole number", "use 0 (highest) to 3")
@@ -179,8 +174,3 @@ def validate_job(tx: Tx, job: dict[str, Any]) -> dict[str, Any]:
         "allowed_paths": paths,
         "acceptance_mode": mode.value,
     }
-
-
-def refuse_agent(kind: str, what: str) -> None:
-    if kind == "agent":
-        raise LaneboardError("FORBIDDEN", f"agents may not {what}", "ask a human to do it")

@@ -17,20 +17,24 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from laneboard.board import schedule_jobs as jobs
+from laneboard.board import schedule_model as model
+from laneboard.board.authority import Caller, require
 from laneboard.domain import cron
 from laneboard.domain.clock import MINUTE_MS, Clock, iso
 from laneboard.domain.model import Actor, Card, system
 from laneboard.errors import LaneboardError, not_found
 from laneboard.store import Store
-from laneboard.store.base import Row
-from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
 
+# the record and its health live in schedule_model; these names stay readable here
+BROKEN, DISPATCHED, FAILED, FAILING = model.BROKEN, model.DISPATCHED, model.FAILED, model.FAILING
+NEVER_RUN, OK, OVERDUE = model.NEVER_RUN, model.OK, model.OVERDUE
+Schedule = model.Schedule
+broken_view, health, upcoming, view = model.broken_view, model.health, model.upcoming, model.view
 LOCK_NAME = "schedule-tick"
 LOCK_TTL_MS = 2 * MINUTE_MS  # the stale window: a lease older than this is taken over
 SCHEDULER = system("scheduler")
-DISPATCHED, FAILED = "dispatched", "dispatch-failed"
-NEVER_RUN, OK, OVERDUE = "never-run", "ok", "overdue"
+MISSED_MAX = 1440  # missed occurrences one pass records for a schedule (a day of minutes)
 
 
 def minute_label(minute_ms: int) -> str:
@@ -42,77 +46,13 @@ def fire_key(name: str, minute_ms: int) -> str:
     return f"schedule|{name}|{minute_label(minute_ms)}"
 
 
-@dataclass(frozen=True)
-class Schedule:
-    id: int
-    name: str
-    expression: str
-    timezone: str
-    job: dict[str, Any]
-    enabled: bool
-    armed_at: int
-    next_due_at: int | None
-    last_outcome: str | None
-    last_minute: int | None
-    last_detail: str | None
-    last_card_id: int | None
-    last_outcome_at: int | None
-    fired_minute: int | None
-    fired_card_id: int | None
-    fired_at: int | None
-    missed_minute: int | None
-    created_by: str
-    created_at: int
-
-    @staticmethod
-    def from_row(r: Row) -> Schedule:
-        import json
-
-        return Schedule(
-            id=int(r["id"]),
-            name=r["name"],
-            expression=r["expression"],
-            timezone=r["timezone"],
-            job=dict(json.loads(r["job"])),
-            enabled=bool(r["enabled"]),
-            armed_at=int(r["armed_at"]),
-            next_due_at=r["next_due_at"],
-            last_outcome=r["last_outcome"],
-            last_minute=r["last_minute"],
-            last_detail=r["last_detail"],
-            last_card_id=r["last_card_id"],
-            last_outcome_at=r["last_outcome_at"],
-            fired_minute=r["fired_minute"],
-            fired_card_id=r["fired_card_id"],
-            fired_at=r["fired_at"],
-            missed_minute=r["missed_minute"],
-            created_by=r["created_by"],
-            created_at=int(r["created_at"]),
-        )
-
-    @property
-    def expr(self) -> cron.CronExpr:
-        return cron.parse(self.expression)
-
-    @property
-    def zone(self) -> tzinfo:
-        return jobs.zone_of(self.timezone)
-
-    def covered(self) -> int | None:
-        """The latest minute with an outcome (or a fire mark with a card behind it)."""
-        got = [m for m in (self.last_minute,) if m is not None]
-        if self.fired_minute is not None and self.fired_card_id is not None:
-            got.append(self.fired_minute)
-        return max(got) if got else None
-
-
 # -- repository queries (functions taking a Tx) ---------------------------------------------
 def _all(tx: Tx) -> list[Schedule]:
-    return [Schedule.from_row(r) for r in tx.all("SELECT * FROM schedules ORDER BY name")]
+    return [Schedule.from_row(r) for r in tx.schedule_rows()]
 
 
 def _one(tx: Tx, name: str) -> Schedule | None:
-    r = tx.one("SELECT * FROM schedules WHERE name = ?", (name,))
+    r = tx.schedule_row(name)
     return Schedule.from_row(r) if r else None
 
 
@@ -124,65 +64,7 @@ def _need(tx: Tx, name: str) -> Schedule:
 
 
 def _update(tx: Tx, sid: int, **fields: Any) -> int:
-    sets = ", ".join(f"{k} = ?" for k in fields)
-    return tx.run(
-        f"UPDATE schedules SET {sets}, updated_at = ? WHERE id = ?",
-        [*fields.values(), tx.now(), sid],
-    )
-
-
-# -- health -----------------------------------------------------------------------------------
-def health(s: Schedule, now: int) -> tuple[str, int | None]:
-    """(``never-run`` | ``ok`` | ``overdue``, the occurrence that was missed if overdue)."""
-    done = s.covered()
-    if s.enabled:
-        last = cron.last_elapsed(s.expr, s.zone, now, s.armed_at)
-        if last is not None and (done is None or done < last):
-            return OVERDUE, last
-    return (NEVER_RUN if done is None and s.last_outcome is None else OK), None
-
-
-def upcoming(s: Schedule, now: int) -> int | None:
-    """The next minute this schedule will fire in (this one if due and not yet fired)."""
-    if not s.enabled:
-        return None
-    expr, zone = s.expr, s.zone
-    nxt = cron.next_due_from(expr, zone, now)
-    done = s.covered()
-    if nxt is not None and done is not None and nxt <= done:
-        nxt = cron.next_due(expr, zone, done)
-    return nxt
-
-
-def _local_text(ms: int | None, zone: tzinfo) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=zone).strftime("%Y-%m-%d %H:%M %Z")
-
-
-def view(s: Schedule, now: int, refs: dict[int, str] | None = None) -> dict[str, Any]:
-    expr, zone = s.expr, s.zone
-    state, missed = health(s, now)
-    nxt = upcoming(s, now)
-    refs = refs or {}
-    return {
-        "name": s.name,
-        "expression": s.expression,
-        "explanation": cron.explain(expr),
-        "timezone": s.timezone,
-        "enabled": s.enabled,
-        "next_due": iso(nxt),
-        "next_due_local": _local_text(nxt, zone),
-        "last_outcome": s.last_outcome,
-        "last_minute": iso(s.last_minute),
-        "last_detail": s.last_detail,
-        "last_card": refs.get(s.last_card_id) if s.last_card_id is not None else None,
-        "health": state,
-        "overdue_since": iso(missed),
-        "project": s.job.get("project"),
-        "title": s.job.get("title"),
-        "job": s.job,
-    }
+    return tx.update_schedule(sid, fields)
 
 
 def _refs(tx: Tx, items: list[Schedule]) -> dict[int, str]:
@@ -206,10 +88,11 @@ class Schedules:
         timezone: str = jobs.LOCAL,
         enabled: bool = True,
     ) -> dict[str, Any]:
-        jobs.refuse_agent(actor.kind.value, "add schedules")
+        require(actor, Caller.PERSON, "add schedules")
         name = jobs.check_name(name)
         expr = cron.parse(expression)
-        zone = jobs.zone_of(jobs.check_zone(timezone))
+        timezone = jobs.resolve_zone(timezone)  # stored as an IANA name, never "local"
+        zone = jobs.zone_of(timezone)
         now = self.clock.now_ms()
         with self.store.write() as tx:
             template = jobs.validate_job(tx, job)
@@ -220,13 +103,7 @@ class Schedules:
                     f"pick another name, or remove it first: lb schedule remove {name}",
                 )
             nxt = cron.next_due_from(expr, zone, now) if enabled else None
-            tx.run(
-                "INSERT INTO schedules (name, expression, timezone, job, enabled, armed_at, "
-                "next_due_at, created_by, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, expr.text, timezone, dumps(template), int(enabled), now, nxt, actor.name,
-                 now, now),
-            )  # fmt: skip
+            tx.insert_schedule(name, expr.text, timezone, template, enabled, nxt, actor.name, now)
             tx.append_event(
                 "schedule.added",
                 actor,
@@ -248,17 +125,17 @@ class Schedules:
             return view(s, now, _refs(tx, [s]))
 
     def remove(self, actor: Actor, name: str) -> dict[str, Any]:
-        jobs.refuse_agent(actor.kind.value, "remove schedules")
+        require(actor, Caller.PERSON, "remove schedules")
         now = self.clock.now_ms()
         with self.store.write() as tx:
             s = _need(tx, name)
             out = view(s, now)
-            tx.run("DELETE FROM schedules WHERE id = ?", (s.id,))
+            tx.delete_schedule(s.id)
             tx.append_event("schedule.removed", actor, payload={"name": name})
             return out
 
     def set_enabled(self, actor: Actor, name: str, enabled: bool) -> dict[str, Any]:
-        jobs.refuse_agent(actor.kind.value, "change schedules")
+        require(actor, Caller.PERSON, "change schedules")
         now = self.clock.now_ms()
         with self.store.write() as tx:
             s = _need(tx, name)
@@ -370,17 +247,30 @@ def run_locked_pass(store: Store, clock: Clock, holder: str) -> PassResult:
 def _note_missed(
     store: Store, s: Schedule, expr: cron.CronExpr, zone: tzinfo, now: int, result: PassResult
 ) -> None:
+    """Record every occurrence no pass saw since the last one covered or recorded (up to
+    ``MISSED_MAX`` per pass, the newest kept): one ``schedule.missed`` event each."""
     last = cron.last_elapsed(expr, zone, now, s.armed_at)
     done = s.covered()
     if last is None or (done is not None and done >= last):
         return
-    entry = {"name": s.name, "minute": minute_label(last)}
-    result.missed.append(entry)
-    if s.missed_minute == last:
+    if s.missed_minute is not None and s.missed_minute >= last:
+        result.missed.append({"name": s.name, "minute": minute_label(last)})
         return  # already recorded by an earlier pass
+    seen = [m for m in (done, s.missed_minute) if m is not None]
+    after = max(seen) if seen else s.armed_at - 1
+    minutes: list[int] = []
+    for m in cron.occurrences(expr, zone, after):
+        if m > last:
+            break
+        minutes.append(m)
+        if len(minutes) > MISSED_MAX:
+            minutes.pop(0)
+    entries = [{"name": s.name, "minute": minute_label(m)} for m in minutes or [last]]
+    result.missed.extend(entries)
     with store.write() as tx:
         _update(tx, s.id, missed_minute=last, next_due_at=cron.next_due_from(expr, zone, now))
-        tx.append_event("schedule.missed", SCHEDULER, payload=entry)
+        for entry in entries:
+            tx.append_event("schedule.missed", SCHEDULER, payload=entry)
 
 
 def _fire(
@@ -400,13 +290,7 @@ def _fire(
             fresh = _one(tx, s.name)
             if fresh is None or not fresh.enabled or fresh.last_minute == minute:
                 return
-            marked = tx.run(
-                "UPDATE schedules SET fired_minute = ?, fired_at = ?, fired_card_id = NULL, "
-                "updated_at = ? WHERE id = ? AND enabled = 1 AND "
-                "(fired_minute IS NULL OR fired_minute <> ?)",
-                (minute, tx.now(), tx.now(), fresh.id, minute),
-            )
-            if marked != 1:
+            if not tx.mark_schedule_fired(fresh.id, minute):
                 return
             prior = tx.card_by_key(key)
             if prior is not None:
@@ -547,8 +431,12 @@ def schedules_summary(store: Store, clock: Clock) -> dict[str, Any]:
     overdue: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     never: list[str] = []
+    broken: list[dict[str, Any]] = []
     soonest: tuple[int, str] | None = None
     for s in items:
+        if s.broken:
+            broken.append({"name": s.name, "reason": s.broken})
+            continue
         try:
             state, missed = health(s, now)
             nxt = upcoming(s, now)
@@ -569,5 +457,6 @@ def schedules_summary(store: Store, clock: Clock) -> dict[str, Any]:
         "overdue": overdue,
         "failed": failed,
         "never_run": never,
+        "broken": broken,
         "next": {"name": soonest[1], "at": iso(soonest[0])} if soonest else None,
     }

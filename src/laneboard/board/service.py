@@ -2,8 +2,9 @@
 
 ``Board`` is composed of one part per concern: projects (``projects``), cards
 (``cards``), moves and holds (``moves``), claims and heartbeats (``claims``), comments,
-reports and events (``history``), links and candidates (``links``); the lookups and write
-guards they share are in ``base``.
+reports and events (``history``), links and candidates (``links``), runs (``runs``), agent
+turns — their transcripts, stop requests and follow-ups (``turns``), a person's answers and
+rejections (``decisions``); the lookups and write guards they share are in ``base``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from laneboard.board.base import DeliveryGate, LandingGate
 from laneboard.board.cards import EDITABLE, CardsMixin
 from laneboard.board.claims import ClaimsMixin
+from laneboard.board.decisions import DecisionsMixin
 from laneboard.board.history import HistoryMixin
 from laneboard.board.links import Candidate, LinksMixin
 from laneboard.board.moves import TRANSITIONS_TO_BLOCKED, MovesMixin
 from laneboard.board.projects import PROJECT_SETTINGS, ProjectsMixin
-from laneboard.domain import claims
+from laneboard.board.runs import RunsMixin
+from laneboard.board.turns import TurnsMixin
+from laneboard.domain import claims, weights
 from laneboard.store import Store
 
 __all__ = [
@@ -29,7 +33,17 @@ __all__ = [
 ]
 
 
-class Board(ProjectsMixin, CardsMixin, MovesMixin, ClaimsMixin, HistoryMixin, LinksMixin):
+class Board(
+    ProjectsMixin,
+    CardsMixin,
+    DecisionsMixin,
+    MovesMixin,
+    ClaimsMixin,
+    HistoryMixin,
+    LinksMixin,
+    RunsMixin,
+    TurnsMixin,
+):
     def __init__(
         self,
         store: Store,
@@ -37,8 +51,10 @@ class Board(ProjectsMixin, CardsMixin, MovesMixin, ClaimsMixin, HistoryMixin, Li
         *,
         delivery_gate: DeliveryGate | None = None,
         landing_gate: LandingGate | None = None,
+        sla: weights.SlaLimits = weights.DEFAULT_SLA,
     ) -> None:
         self.store = store
         self.windows = windows
+        self.sla = sla
         self.delivery_gate = delivery_gate
         self.landing_gate = landing_gate

@@ -7,6 +7,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from laneboard.board import inputs
+from laneboard.board.authority import Caller, require
 from laneboard.domain.clock import iso
 from laneboard.domain.model import Actor, ActorKind
 from laneboard.errors import LaneboardError, bad_input
@@ -73,18 +75,17 @@ class Tokens:
         """Returns the plaintext token (shown once) and its record."""
         if kind not in ("agent", "human"):
             raise bad_input(f"token kind {kind!r} is not valid", "use agent or human")
-        if actor.kind is ActorKind.AGENT:
-            raise LaneboardError("FORBIDDEN", "agents may not create tokens", "ask a human")
-        if not name.strip():
+        require(actor, Caller.PERSON, "create tokens")
+        if not isinstance(name, str) or not name.strip():
             raise bad_input("a token needs a name", "pass --name")
+        inputs.text(name, "token name", limit=200)
+        if card_id is not None:
+            inputs.row_id(card_id, "card")
+        if epoch is not None:
+            inputs.cursor(epoch, "epoch")
         token = PREFIX + secrets.token_urlsafe(32)
         with self.store.write() as tx:
-            r = tx.one(
-                "INSERT INTO tokens (token_hash, name, kind, card_id, epoch, expires_at, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
-                (digest(token), name, kind, card_id, epoch, expires_at, tx.now()),
-            )
-            assert r is not None
+            r = tx.insert_token(digest(token), name, kind, card_id, epoch, expires_at)
             tx.append_event(
                 "token.created",
                 actor,
@@ -93,18 +94,16 @@ class Tokens:
             )
         return token, _info(r)
 
-    def list(self) -> list[TokenInfo]:
+    def list(self, actor: Actor) -> list[TokenInfo]:
+        require(actor, Caller.PERSON, "list tokens")
         with self.store.read() as tx:
-            return [_info(r) for r in tx.all("SELECT * FROM tokens ORDER BY id")]
+            return [_info(r) for r in tx.token_rows()]
 
     def revoke(self, actor: Actor, token_id: int) -> TokenInfo:
-        if actor.kind is ActorKind.AGENT:
-            raise LaneboardError("FORBIDDEN", "agents may not revoke tokens", "ask a human")
+        require(actor, Caller.PERSON, "revoke tokens")
+        inputs.row_id(token_id, "token")
         with self.store.write() as tx:
-            r = tx.one(
-                "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING *",
-                (tx.now(), token_id),
-            )
+            r = tx.revoke_token(token_id)
             if r is None:
                 raise LaneboardError(
                     "NOT_FOUND", f"no active token {token_id}", "list tokens with: lb token list"
@@ -114,8 +113,12 @@ class Tokens:
 
     def resolve(self, token: str) -> Actor:
         """The actor a presented token stands for, or ``UNAUTHORIZED``."""
+        if not token.isascii() or not token.isprintable():
+            raise LaneboardError(
+                "UNAUTHORIZED", "the token is malformed", "use a current token (lb token list)"
+            )
         with self.store.read() as tx:
-            r = tx.one("SELECT * FROM tokens WHERE token_hash = ?", (digest(token),))
+            r = tx.token_by_hash(digest(token))
             now = tx.now()
         if r is None or r["revoked_at"] is not None:
             raise LaneboardError(

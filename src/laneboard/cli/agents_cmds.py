@@ -7,14 +7,23 @@ import os
 from typing import Any
 
 from laneboard.cli.common import Context, table
+from laneboard.cli.generated import command
 
 
 def register(sub: Any) -> None:
-    agents = sub.add_parser("agents", help="agent CLIs and roles on this machine").add_subparsers(
-        dest="agents_command", metavar="SUBCOMMAND"
-    )
-    p = agents.add_parser(
-        "check", help="per agent kind: found, version, and whether its resident protocol answers"
+    agents = sub.add_parser(
+        "agents",
+        help="agent CLIs and roles on this machine",
+        description="Which agent CLIs this machine has, and which roles the project defines.",
+    ).add_subparsers(dest="agents_command", metavar="SUBCOMMAND")
+    p = command(
+        agents,
+        "check",
+        "check each agent kind: found, version, and whether its protocol answers",
+        "Find each agent CLI (claude, codex, pi), ask its version and, unless "
+        "--no-handshake, open its resident protocol without a model call; also shows the "
+        "permission boundary each kind runs under.",
+        ("lb agents check", "lb agents check --kind codex --json"),
     )
     p.add_argument(
         "--kind",
@@ -26,16 +35,24 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-handshake", action="store_true", help="only find the binaries and ask their versions"
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_agents_check)
 
-    p = agents.add_parser("roles", help="the discovered roles and the claim set")
+    p = command(
+        agents,
+        "roles",
+        "show the discovered roles and the claim set",
+        "The roles found in the project's .laneboard/roles/, the user's roles directory and "
+        "laneboard's defaults (worker, reviewer, director), with the lanes they work and "
+        "the claim set the supervisor claims for.",
+        ("lb agents roles", "lb agents roles --project-dir ~/src/web --json"),
+    )
     p.add_argument(
         "--project-dir",
         default=None,
         help="project whose .laneboard/roles/ to read (default: current directory)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_agents_roles)
 
 
@@ -46,32 +63,12 @@ def _kinds_config() -> dict[str, dict[str, Any]]:
 
 
 def cmd_agents_check(ctx: Context) -> int:
-    from laneboard.agents.discovery import KINDS, check_all
-    from laneboard.agents.permissions import permission_summary
+    from laneboard.agents.checking import check_report
+    from laneboard.config import load_supervisor_config
 
     args: argparse.Namespace = ctx.args
-    kinds_cfg = _kinds_config()
-    kinds = tuple(args.kinds) or KINDS
-    results = check_all(kinds_cfg, handshake=not args.no_handshake, kinds=kinds)
-    perms = permission_summary(kinds_cfg)["kinds"]
-    data = {
-        "kinds": [{**r.to_dict(), "permissions": perms.get(r.kind)} for r in results],
-        "available": [r.kind for r in results if r.found and r.handshake is not False],
-    }
-    rows = []
-    for r in results:
-        shake = "-" if r.handshake is None else ("ok" if r.handshake else "FAILED")
-        rows.append(
-            [
-                r.kind,
-                "yes" if r.found else "no",
-                r.version or "-",
-                shake,
-                r.path or "-",
-                r.error or "",
-            ]
-        )
-    ctx.out(data, table(rows, ["KIND", "FOUND", "VERSION", "PROTOCOL", "PATH", "PROBLEM"]))
+    data = check_report(load_supervisor_config(), tuple(args.kinds), not args.no_handshake)
+    ctx.out(data, render_check(data))
     return 0
 
 
@@ -79,16 +76,39 @@ def cmd_agents_roles(ctx: Context) -> int:
     from laneboard.agents.roles import claim_set, discover_roles
 
     args: argparse.Namespace = ctx.args
-    catalog = discover_roles(args.project_dir or os.getcwd())
+    from laneboard.config import load_supervisor_config
+    from laneboard.supervisor.preflight import boundary_summary
+
+    project_dir = args.project_dir or os.getcwd()
+    catalog = discover_roles(project_dir)
+    runs = boundary_summary(load_supervisor_config(), project_dir)
     data = {
         "roles": [r.to_dict() for r in catalog.roles],
         "claim_set": list(claim_set(catalog.roles)),
+        "runs_on": runs["agents"],
+        "unassigned_role": runs["unassigned_role"],
         "warnings": catalog.warnings,
     }
-    rows = [[r.id, ",".join(r.lanes), r.agent, r.source, r.title] for r in catalog.roles]
-    text = table(rows, ["ID", "LANES", "AGENT", "SOURCE", "TITLE"])
+    kinds = {c["role"]: f"{c['kind'] or 'NONE'} ({c['detail']})" for c in runs["agents"]}
+    rows = [
+        [r.id, ",".join(r.lanes), kinds.get(r.id, "-"), r.source, r.title] for r in catalog.roles
+    ]
+    text = table(rows, ["ID", "LANES", "RUNS ON", "SOURCE", "TITLE"])
     text += "\nclaim set: " + (", ".join(claim_set(catalog.roles)) or "(none)")
+    text += "\nunassigned cards: " + (runs["unassigned_role"] or "claimed for no role")
     for w in catalog.warnings:
         text += f"\nwarning: {w}"
     ctx.out(data, text)
     return 0
+
+
+def render_check(data: dict[str, Any]) -> str:
+    from laneboard.agents.checking import status_word
+
+    rows = [
+        [r["kind"], "yes" if r["found"] else "no", r["version"] or "-", status_word(r),
+         r["path"] or "-", r["error"] or ((r.get("login") or {}).get("problem") or "")]
+        for r in data["kinds"]
+    ]  # fmt: skip
+    text = table(rows, ["KIND", "FOUND", "VERSION", "STATUS", "PATH", "PROBLEM"])
+    return text + f"\nsandbox: {data['sandbox']['line']}"

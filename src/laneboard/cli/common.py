@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import sys
-from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from laneboard.cli.generated import fail
+from laneboard.cli.identity import keep_token, remote_url, token_from_env, user_name
 from laneboard.domain.clock import Clock, SystemClock
 from laneboard.domain.model import Actor, ActorKind
 from laneboard.errors import LaneboardError
+from laneboard.ops.clock import PinnedClock, pinned_ms
+from laneboard.ops.render import table
 
-
-class FixedClock:
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def now_ms(self) -> int:
-        return self.ms
+__all__ = [
+    "Context",
+    "clock_from_env",
+    "fail",
+    "keep_token",
+    "table",
+    "token_from_env",
+    "user_name",
+]
 
 
 def clock_from_env() -> Clock:
@@ -29,17 +33,7 @@ def clock_from_env() -> Clock:
     raw = os.environ.get("LANEBOARD_NOW")
     if not raw:
         return SystemClock()
-    if raw.isdigit():
-        return FixedClock(int(raw))
-    try:
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise LaneboardError(
-            "CONFIG_INVALID",
-            f"LANEBOARD_NOW={raw!r} is not a time",
-            "use ISO-8601 like 2026-01-01T00:00:00Z or epoch ms",
-        ) from None
-    return FixedClock(int(dt.timestamp() * 1000))
+    return PinnedClock(pinned_ms(raw))
 
 
 class Context:
@@ -55,9 +49,20 @@ class Context:
 
     @cached_property
     def store(self) -> Any:
+        db = getattr(self.args, "db", None)
+        if db is None and remote_url() is not None:
+            command = " ".join(getattr(self.args, "words", ()) or ("this command",))
+            raise LaneboardError(
+                "CONFIG_INVALID",
+                f"lb {command} works on a local board, not through LANEBOARD_URL",
+                "run it where the board's database is (unset LANEBOARD_URL, or pass --db)",
+            )
         from laneboard.store import open_store
 
-        return open_store(getattr(self.args, "db", None), self.clock)
+        # only the set-up commands (creates_board: init, project add, start, the service
+        # enables) create a board; every other command refuses one that does not exist
+        create = bool(getattr(self.args, "creates_board", False))
+        return open_store(db, self.clock, create=create)
 
     @cached_property
     def board(self) -> Any:
@@ -68,57 +73,15 @@ class Context:
 
     @cached_property
     def actor(self) -> Actor:
-        token = _token_from_env()
+        token = token_from_env()
         if token:
             from laneboard.board.tokens import Tokens
 
             return Tokens(self.store).resolve(token)
-        name = os.environ.get("LANEBOARD_USER") or _user()
-        return Actor(ActorKind.HUMAN, name)
+        return Actor(ActorKind.HUMAN, user_name())
 
     def out(self, data: Any, text: str | None = None) -> None:
         if self.json:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
         elif text is not None:
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-
-
-def _token_from_env() -> str | None:
-    """``LANEBOARD_TOKEN_FILE`` (kept current by the pool across claims) wins over
-    ``LANEBOARD_TOKEN``."""
-    path = os.environ.get("LANEBOARD_TOKEN_FILE")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read().strip()
-        except OSError:
-            text = ""
-        if text:
-            return text
-    return os.environ.get("LANEBOARD_TOKEN") or None
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "human"
-
-
-def fail(err: LaneboardError, as_json: bool) -> int:
-    sys.stderr.write(err.line() + "\n")
-    if as_json:
-        sys.stdout.write(json.dumps({"error": err.to_dict()}, indent=2, sort_keys=True) + "\n")
-    return err.exit_code
-
-
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    if not rows:
-        return "(none)"
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    return "\n".join(lines)

@@ -1,31 +1,27 @@
-"""``lb doctor`` (read-only inspection) and ``lb patrol`` (one SLA patrol pass)."""
+"""``lb patrol``: one SLA patrol pass (``lb doctor`` is an operation in ``laneboard.ops``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from laneboard.cli.common import Context
+from laneboard.cli.generated import command
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("doctor", help="read-only health report (attention: true|false)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser("patrol", help="run one SLA patrol pass (notify-only)")
+    p = command(
+        sub,
+        "patrol",
+        "run one SLA patrol pass (notify-only)",
+        "Check every SLA row (stuck cards, stale heartbeats, blocked acceptances, a wedged "
+        "pool, ...) and send the alerts that are due, each once per its repeat window. "
+        "It changes no card.",
+        ("lb patrol --dry-run", "lb patrol --notify 'notify-send laneboard'"),
+    )
     p.add_argument("--notify", metavar="CMD", help="send each alert as JSON on stdin to CMD")
     p.add_argument("--dry-run", action="store_true", help="print the alerts due, send nothing")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_patrol)
-
-
-def cmd_doctor(ctx: Context) -> int:
-    from laneboard.config import load_supervisor_config
-    from laneboard.supervisor.doctor import doctor_report, render
-
-    report = doctor_report(ctx.store, ctx.clock, load_supervisor_config())
-    ctx.out(report, render(report))
-    return 0  # a report was produced; read `attention` for the verdict
 
 
 def cmd_patrol(ctx: Context) -> int:

@@ -1,4 +1,4 @@
-"""``lb start``, ``lb loop run|poll`` and ``lb status``."""
+"""``lb start`` and ``lb loop run|poll|workflow``: the supervisor, resident or one-shot."""
 
 from __future__ import annotations
 
@@ -6,16 +6,23 @@ import argparse
 from typing import Any
 
 from laneboard.cli.common import Context
-from laneboard.errors import LaneboardError
+from laneboard.cli.generated import command
 
 
-def _supervisor_flags(p: argparse.ArgumentParser) -> None:
+def supervisor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrency", type=int, help="agent turns at once (default 8)")
     p.add_argument("--project-concurrency", type=int, help="per project (default: the max)")
     p.add_argument(
         "--agent",
+        dest="force_agent",
+        metavar="KIND",
+        help="run every role on this kind and no other (claude, codex, pi, command, scripted)",
+    )
+    p.add_argument(
+        "--default-agent",
         dest="default_agent",
-        help="agent kind for roles that name none (claude, codex, pi, command, scripted)",
+        metavar="KIND",
+        help="kind for roles that name none or whose kinds are not available",
     )
     p.add_argument(
         "--no-claim-unassigned",
@@ -28,41 +35,74 @@ def _supervisor_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("start", help="run the resident supervisor (clocks, passes, pool)")
-    _supervisor_flags(p)
+    p = command(
+        sub,
+        "start",
+        "run the resident supervisor (clocks, passes, pool)",
+        "Run this machine's supervisor until stopped: the fallback tick and the event "
+        "clock drive the passes (poll, workflow, patrol, lanes, schedules, the director), "
+        "and the pool runs one agent session per claimed card; every active run is ticked "
+        "on its own clock (a run's failing ticks back off and mark it degraded). The "
+        "sessions reach the board through the board socket in the state directory, never "
+        "the database.",
+        ("lb start", "lb start --max-concurrency 2 --agent codex", "lb start --for-seconds 60"),
+    )
+    supervisor_flags(p)
     p.add_argument("--tick-interval", type=int, help="fallback tick, seconds (default 600)")
     p.add_argument("--turn-timeout", type=int, help="agent turn timeout, seconds (default 1800)")
     p.add_argument("--for-seconds", type=float, help="stop after this long (for scripts)")
     p.add_argument(
+        "--health-port", type=int, metavar="PORT",
+        help="serve GET /healthz on 127.0.0.1:PORT (0: a free port, printed at start)",
+    )  # fmt: skip
+    p.add_argument(
         "--notify", metavar="CMD", help="patrol alerts go to this command as JSON on stdin"
     )
-    p.set_defaults(func=cmd_start)
+    p.set_defaults(func=cmd_start, creates_board=True)
 
-    loop = sub.add_parser("loop", help="one-shot supervisor passes (cron shape)").add_subparsers(
-        dest="loop_cmd", metavar="ACTION", required=True
+    loop = sub.add_parser(
+        "loop", help="one-shot supervisor passes (cron shape)", description=LOOP
+    ).add_subparsers(dest="loop_cmd", metavar="ACTION", required=True)
+    p = command(
+        loop,
+        "run",
+        "run one ping or one tick",
+        "--ping-once checks the pool's and the agents' liveness and recovers rows whose "
+        "agent died; --continue-once runs one tick of every pass, as the resident "
+        "supervisor would. Exit 3 when another tick holds the lock.",
+        ("lb loop run --continue-once", "lb loop run --ping-once --json"),
     )
-    p = loop.add_parser("run", help="one ping or one tick")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--ping-once", action="store_true", help="check pool and agent liveness")
     g.add_argument("--continue-once", action="store_true", help="run one tick of the passes")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    _supervisor_flags(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_loop_run)
-    p = loop.add_parser("poll", help="run the poll pass once")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    _supervisor_flags(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_loop_poll)
-    p = loop.add_parser("workflow", help="run the workflow pass once (reviews, acceptance, epics)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    _supervisor_flags(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_loop_workflow)
+    _one_shot(p, cmd_loop_run)
+    p = command(
+        loop,
+        "poll",
+        "run the poll pass once",
+        "Claim ready cards for the configured roles and queue their sessions, once.",
+        ("lb loop poll --dry-run",),
+    )
+    _one_shot(p, cmd_loop_poll)
+    p = command(
+        loop,
+        "workflow",
+        "run the workflow pass once (reviews, acceptance, epics)",
+        "Open review cards for delivered work, apply verdicts, close accepted cards and "
+        "roll up epics, once.",
+        ("lb loop workflow", "lb loop workflow --dry-run --json"),
+    )
+    _one_shot(p, cmd_loop_workflow)
 
-    p = sub.add_parser("status", help="supervisor, pool, queue and sessions")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_status)
+
+LOOP = "One pass of the supervisor at a time, for cron or a script instead of lb start."
+
+
+def _one_shot(p: argparse.ArgumentParser, func: Any) -> None:
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    supervisor_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=func)
 
 
 def _config(ctx: Context) -> Any:
@@ -74,6 +114,7 @@ def _config(ctx: Context) -> Any:
         "max_concurrency",
         "project_concurrency",
         "default_agent",
+        "force_agent",
         "claim_unassigned",
         "state_dir",
     ):
@@ -94,11 +135,13 @@ def runtime(ctx: Context) -> Any:
     from dataclasses import replace
 
     from laneboard.agents.roles import discover_roles
+    from laneboard.config import check_project_files
     from laneboard.supervisor.instances import machine_name
     from laneboard.supervisor.logs import LogFile
     from laneboard.supervisor.runtime import Runtime
 
     cfg = _config(ctx)
+    check_project_files(ctx.board.projects())  # a bad project file stops the start
     roles = {r.id: r for r in discover_roles().roles}
     workers = tuple(r.id for r in roles.values() if "worker" in r.lanes)
     reviewers = tuple(r.id for r in roles.values() if "reviewer" in r.lanes)
@@ -108,27 +151,22 @@ def runtime(ctx: Context) -> Any:
         reviewer_roles=reviewers or cfg.reviewer_roles,
     )
     log = LogFile(cfg.state_path("supervisor.log"), cfg.log_max_bytes, cfg.log_keep)
-    return Runtime(
+    rt = Runtime(
         ctx.store, cfg, machine_name(), log, roles=roles, kind_available=_availability(cfg)
     )
+    from laneboard.domain.weights import SlaLimits
+    from laneboard.supervisor.patrol import settings_of
+
+    # the candidate order's SLA pressure uses the patrol's own limits (``[patrol]``)
+    patrol = settings_of(rt)
+    rt.board.sla = SlaLimits(patrol.review_aging_min, patrol.stale_min)
+    return rt
 
 
 def _availability(cfg: Any) -> Any:
-    from laneboard.agents.discovery import find_binary
+    from laneboard.supervisor.preflight import availability
 
-    cache: dict[str, bool] = {}
-
-    def available(kind: str) -> bool:
-        if kind not in cache:
-            if kind == "scripted":
-                cache[kind] = True
-            elif kind == "command":
-                cache[kind] = bool(cfg.agent_kinds.get("command", {}).get("template"))
-            else:
-                cache[kind] = find_binary(kind, cfg.agent_kinds.get(kind, {})) is not None
-        return cache[kind]
-
-    return available
+    return availability(cfg)
 
 
 def cmd_start(ctx: Context) -> int:
@@ -136,8 +174,10 @@ def cmd_start(ctx: Context) -> int:
 
     from laneboard.board.schedules import run_schedule_pass
     from laneboard.supervisor.loop import Supervisor
+    from laneboard.supervisor.preflight import preflight
 
     rt = runtime(ctx)
+    preflight(rt)  # refuses to run agents without a sandbox or with an unexplained bypass
 
     def schedules() -> None:
         result = run_schedule_pass(rt.store, rt.clock, rt.instance or "supervisor")
@@ -156,9 +196,18 @@ def cmd_start(ctx: Context) -> int:
     sup = Supervisor(rt, extra_clocks=[("schedules", 20_000, schedules), director_clock(lane)])
     sup.start()
     sup.install_signals()
+    from laneboard.supervisor import board_socket
+
+    sock = board_socket.serve(rt.board, rt.config.state_path())  # the sessions' LANEBOARD_URL
+    probe = ""
+    if ctx.args.health_port is not None:
+        from laneboard.cli.health_port import serve
+
+        port = serve(rt.store, ctx.args.health_port).server_address[1]
+        probe = f"; health: http://127.0.0.1:{port}/healthz"
     sys.stderr.write(
         f"laneboard supervisor running (instance {rt.instance}); "
-        f"log: {rt.config.state_path('supervisor.log')}\n"
+        f"log: {rt.config.state_path('supervisor.log')}; board socket: {sock.url}{probe}\n"
     )
     sys.stderr.flush()
     try:
@@ -203,17 +252,4 @@ def cmd_loop_workflow(ctx: Context) -> int:
     rt = runtime(ctx)
     out = run(rt, dry_run=ctx.args.dry_run)
     ctx.out(out, render(out))
-    return 0
-
-
-def cmd_status(ctx: Context) -> int:
-    from laneboard.config import load_supervisor_config
-    from laneboard.supervisor.status import render, status_report
-
-    try:
-        cfg = load_supervisor_config()
-    except LaneboardError:
-        raise
-    report = status_report(ctx.store, ctx.clock, cfg)
-    ctx.out(report, render(report))
     return 0

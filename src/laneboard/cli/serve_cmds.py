@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-import os
+import socket
 import sys
 from typing import Any
 
-from laneboard.cli.common import Context, _user
+from laneboard.cli.common import Context, user_name
+from laneboard.cli.generated import command
 from laneboard.errors import LaneboardError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve the HTTP API, dashboard, metrics and MCP")
+    p = command(
+        sub,
+        "serve",
+        "serve the HTTP API, dashboard, metrics and MCP",
+        "Serve the board over HTTP: the REST API under /api/v1 (and the endpoint a remote lb "
+        "calls), the dashboard, /metrics, /healthz and MCP at /mcp. Loopback callers act as "
+        "the local person; any other caller needs a bearer token.",
+        ("lb serve", "lb serve --port 9000 --no-mcp"),
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     p.add_argument(
         "--trust",
         action="append",
@@ -25,13 +34,34 @@ def register(sub: Any) -> None:
     p.add_argument("--no-mcp", action="store_true", help="do not mount MCP at /mcp")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("mcp", help="serve the board's MCP tools over stdio")
+    p = command(
+        sub,
+        "mcp",
+        "serve the board's MCP tools over stdio",
+        "Serve the board's MCP tools on standard input and output, for an MCP client that "
+        "starts lb itself. The tools act as LANEBOARD_TOKEN's actor, else the local person. "
+        "With LANEBOARD_URL set (and no --db), each call goes to that board, as for every "
+        "remote lb command.",
+        (
+            "lb mcp",
+            "LANEBOARD_TOKEN=lbt_... lb mcp",
+            "LANEBOARD_URL=http://board:8765 LANEBOARD_TOKEN=lbt_... lb mcp --tool get_card",
+        ),
+    )
+    p.add_argument(
+        "--tool",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="serve only this tool (repeatable; default every tool)",
+    )
     p.set_defaults(func=cmd_mcp)
 
 
 def _need_server_extra() -> None:
     try:
         import jinja2  # noqa: F401
+        import pygments  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
@@ -50,15 +80,41 @@ def cmd_serve(ctx: Context) -> int:
     from laneboard.server.auth import DEFAULT_TRUSTED
 
     a = ctx.args
-    if not 0 < a.port < 65536:
-        raise LaneboardError("BAD_INPUT", f"port {a.port} is out of range", "use 1-65535")
-    name = os.environ.get("LANEBOARD_USER") or _user()
+    if not 0 <= a.port < 65536:
+        raise LaneboardError(
+            "BAD_INPUT", f"port {a.port} is out of range", "use 1-65535, or 0 for a free one"
+        )
+    name = user_name()
     trusted = tuple(a.trust) if a.trust else DEFAULT_TRUSTED
     app = create_app(ctx.store, local_user=name, trusted=trusted, with_mcp=not a.no_mcp)
-    sys.stderr.write(f"laneboard serving {ctx.store.url} on http://{a.host}:{a.port}/\n")
+    sock = listen(a.host, a.port)
+    port = sock.getsockname()[1]
+    sys.stderr.write(f"laneboard serving {ctx.store.url} on http://{a.host}:{port}/\n")
     sys.stderr.flush()
-    uvicorn.run(app, host=a.host, port=a.port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: one the system picks)."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as exc:
+        raise LaneboardError(
+            "BAD_INPUT",
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "pick another --host or --port (--port 0 picks a free one)",
+        ) from None
+    return sock
 
 
 def cmd_mcp(ctx: Context) -> int:
@@ -70,8 +126,28 @@ def cmd_mcp(ctx: Context) -> int:
             "the MCP SDK is not installed",
             "install it with: pip install 'laneboard[server]'",
         ) from None
+    from laneboard.cli.identity import remote_url
     from laneboard.server import mcp_tools
 
-    server = mcp_tools.build(ctx.store, mcp_tools.fixed_actor(ctx.actor))
-    server.run("stdio")
+    only = list(getattr(ctx.args, "tool", None) or ())
+    unknown = sorted(set(only) - set(mcp_tools.tools()))
+    if unknown:
+        raise LaneboardError(
+            "BAD_INPUT",
+            f"there is no tool {unknown[0]!r}",
+            "name tools of the list in docs/mcp.md (e.g. --tool get_card)",
+        )
+    url = remote_url()
+    if url is not None and getattr(ctx.args, "db", None) is None:
+        from laneboard.cli.remote import RemoteRunner
+
+        runner = RemoteRunner(url)
+
+        def forward(op: Any, arguments: dict[str, Any]) -> Any:
+            return runner.call(op, arguments)[0]
+
+        server = mcp_tools.build_remote(forward, only)
+    else:
+        server = mcp_tools.build(ctx.board, mcp_tools.fixed_actor(ctx.actor), only)
+    mcp_tools.run_stdio(server)
     return 0

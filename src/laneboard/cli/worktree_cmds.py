@@ -1,4 +1,4 @@
-"""``lb worktree create|status|leave|sweep`` (a human's session worktrees) and ``lb land``."""
+"""``lb worktree create|status|leave|sweep``: a person's session worktrees."""
 
 from __future__ import annotations
 
@@ -6,41 +6,65 @@ import os
 from typing import Any
 
 from laneboard.cli.common import Context, table
-from laneboard.errors import LaneboardError
+from laneboard.cli.generated import command
 
 
 def register(sub: Any) -> None:
     wt = sub.add_parser(
-        "worktree", help="your own session worktrees under .worktrees/"
+        "worktree",
+        help="your own session worktrees under .worktrees/",
+        description="Worktrees a person works in beside the lanes, under .worktrees/.",
     ).add_subparsers(dest="worktree_cmd", metavar="ACTION", required=True)
-    p = wt.add_parser("create", help="create .worktrees/NAME on branch wt/NAME (or --branch)")
-    p.add_argument("name")
+    p = command(
+        wt,
+        "create",
+        "create .worktrees/NAME on branch wt/NAME (or --branch)",
+        "Add a git worktree for your own session under the repository's .worktrees/, on a "
+        "new branch wt/NAME (or an existing --branch; never a lane/ branch).",
+        ("lb worktree create spike", "lb worktree create fix --branch fix/login --from main"),
+    )
+    p.add_argument("name", help="the worktree's name (its directory under .worktrees/)")
     p.add_argument("--branch", help="branch to create or attach (never lane/...)")
     p.add_argument("--from", dest="start", help="start a new branch from this ref (default HEAD)")
     _common(p, cmd_create)
 
-    p = wt.add_parser("status", help="every worktree: branch, clean, merged (git worktree list)")
+    p = command(
+        wt,
+        "status",
+        "list every worktree: branch, clean, merged",
+        "Every worktree of the repository (yours, the lanes and the main checkout), whether "
+        "its tree is clean and whether its branch is merged.",
+        ("lb worktree status", "lb worktree status --repo ~/src/web --json"),
+    )
     _common(p, cmd_status)
 
-    p = wt.add_parser("leave", help="say whether NAME can go; --remove deletes it if safe")
-    p.add_argument("name")
+    p = command(
+        wt,
+        "leave",
+        "say whether a worktree can go; --remove deletes it if safe",
+        "A worktree can go when its tree is clean and its branch merged; --remove then "
+        "removes the tree and its branch. A tree that is not safe to remove is never forced.",
+        ("lb worktree leave spike", "lb worktree leave spike --remove"),
+    )
+    p.add_argument("name", help="the worktree's name")
     p.add_argument(
         "--remove", action="store_true", help="remove it when clean and merged (never forced)"
     )
     _common(p, cmd_leave)
 
-    p = wt.add_parser("sweep", help="remove clean, merged session trees; report the survivors")
+    p = command(
+        wt,
+        "sweep",
+        "remove clean, merged session trees; report the survivors",
+        "Remove every session worktree that is clean and merged, and say why each other one stays.",
+        ("lb worktree sweep",),
+    )
     _common(p, cmd_sweep)
-
-    p = sub.add_parser("land", help="land an accepted card's lane (merge it), or retry a landing")
-    p.add_argument("card")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_land)
 
 
 def _common(p: Any, func: Any) -> None:
     p.add_argument("--repo", default=".", help="a directory in the repository (default: here)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=func)
 
 
@@ -88,43 +112,4 @@ def cmd_sweep(ctx: Context) -> int:
         f"kept {t['path']} ({t['branch'] or 'detached'}): {t['reason']}" for t in got["survivors"]
     ]
     ctx.out(got, "\n".join(lines) or "nothing to sweep")
-    return 0
-
-
-def cmd_land(ctx: Context) -> int:
-    from laneboard.workspace.land import land
-
-    card = ctx.board.get(ctx.args.card)
-    if card.status.value == "in_review":
-        closed = ctx.board.move(ctx.actor, card.ref, "done")  # lands through the gate
-        merge = closed.meta.get("merge_commit")
-        data = {"card": closed.ref, "status": closed.status.value, "landed": merge is not None,
-                "merge_commit": merge}  # fmt: skip
-        text = (
-            f"{closed.ref} landed at {merge} and is done"
-            if merge
-            else (f"{closed.ref} is done (it has no lane to land)")
-        )
-        ctx.out(data, text)
-        return 0
-    if card.status.value != "done":
-        raise LaneboardError(
-            "ILLEGAL_TRANSITION",
-            f"{card.ref} is {card.status.value}; only an accepted card lands",
-            f"deliver and review it first, then: lb land {card.ref}",
-        )
-    res = land(ctx.store, card)
-    if res.blocked is not None:
-        raise LaneboardError(
-            "LANDING_BLOCKED",
-            f"{card.ref} was not landed: {res.blocked}",
-            f"see the note on the card, then run: lb land {card.ref}",
-            commands=res.commands,
-        )
-    data = {"card": card.ref, "status": card.status.value, **res.to_dict()}
-    if res.skipped:
-        text = f"{card.ref} {res.skipped}: nothing to land"
-    else:
-        text = f"{card.ref} landed at {res.merge_commit} on {res.target_branch}"
-    ctx.out(data, text)
     return 0

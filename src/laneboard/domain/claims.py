@@ -91,7 +91,18 @@ def claim_verdict(
             return ClaimVerdict(False, reason="your own claim is still fresh")
         if beat is None:
             return ClaimVerdict(False, reason=f"held by {card.holder}, who has it back for rework")
-        return ClaimVerdict(False, reason=f"held by {card.holder} with a live heartbeat")
+        mins = int(now_ms - beat) // 60_000
+        if now_ms - beat < windows.fresh_ms:
+            return ClaimVerdict(
+                False, reason=f"held by {card.holder} with a live heartbeat ({mins} min old)"
+            )
+        left = max(1, -(-(since + windows.takeover_ms - now_ms) // 60_000))
+        return ClaimVerdict(
+            False,
+            reason=f"held by {card.holder}, whose heartbeat is {mins} min old (stale, but "
+            f"anyone may take it over only after {windows.takeover_ms // 3_600_000} h: "
+            f"{left} min from now)",
+        )
     return ClaimVerdict(False, reason=f"the card is {card.status.value}")
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import date
+from functools import lru_cache
 from typing import Protocol
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
+DAY_MS = 24 * HOUR_MS
+EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
 class Clock(Protocol):
@@ -36,5 +39,20 @@ def iso(ms: int | None) -> str | None:
     """Render epoch milliseconds as an ISO-8601 UTC string (None stays None)."""
     if ms is None:
         return None
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return _iso(ms)
+
+
+@lru_cache(maxsize=32768)
+def _iso(ms: int) -> str:
+    """A pure function of its input, kept: lists and pages render the same cards again."""
+    day, rest = divmod(ms, DAY_MS)
+    second, milli = divmod(rest, 1000)
+    hour, second = divmod(second, 3600)
+    minute, second = divmod(second, 60)
+    return f"{_day(day)}T{hour:02d}:{minute:02d}:{second:02d}.{milli:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _day(day: int) -> str:
+    """The calendar date of a day since the epoch (a list's timestamps share a few days)."""
+    return date.fromordinal(EPOCH_ORDINAL + day).isoformat()

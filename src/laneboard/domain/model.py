@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from laneboard.domain.clock import iso
+from laneboard.domain.cursor import EventCursor
 from laneboard.domain.status import TERMINAL, Status
 from laneboard.errors import LaneboardError
 
@@ -82,6 +83,7 @@ class Project:
     path: str | None
     base_ref: str | None
     created_at: int
+    remote: str | None = None  # a shared git remote: lanes across machines
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class Project:
             "name": self.name,
             "path": self.path,
             "base_ref": self.base_ref,
+            "remote": self.remote,
             "created_at": iso(self.created_at),
         }
 
@@ -141,26 +144,28 @@ class Card:
         return self.status in TERMINAL
 
     def to_dict(self) -> dict[str, Any]:
+        # ``_value_`` is the plain attribute behind ``.value``, read without its descriptor:
+        # a list renders these fields for every card
         return {
             "id": self.id,
             "ref": self.ref,
             "project_id": self.project_id,
             "title": self.title,
             "description": self.description,
-            "kind": self.kind.value,
+            "kind": self.kind._value_,
             "parent_id": self.parent_id,
-            "status": self.status.value,
+            "status": self.status._value_,
             "assignee": self.assignee,
             "priority": self.priority,
             "labels": list(self.labels),
             "acceptance": [c.to_dict() for c in self.acceptance],
-            "acceptance_mode": self.acceptance_mode.value,
+            "acceptance_mode": self.acceptance_mode._value_,
             "delivery_round": self.delivery_round,
             "checks": list(self.checks),
             "allowed_paths": list(self.allowed_paths),
             "claim": {
                 "holder": self.holder,
-                "actor_kind": self.holder_kind.value if self.holder_kind else None,
+                "actor_kind": self.holder_kind._value_ if self.holder_kind else None,
                 "session_id": self.session_id,
                 "claimed_at": iso(self.claimed_at),
                 "heartbeat_at": iso(self.heartbeat_at),
@@ -264,10 +269,17 @@ class Event:
     actor: str
     actor_kind: str
     payload: dict[str, Any]
+    xid: int = 0  # the writing transaction on PostgreSQL (0 on SQLite): see domain.cursor
+
+    @property
+    def cursor(self) -> str:
+        """This event's position in the log, as a resumable cursor."""
+        return str(EventCursor(self.xid, self.id))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "cursor": self.cursor,
             "at": iso(self.at),
             "type": self.type,
             "card_id": self.card_id,

@@ -85,3 +85,22 @@ def replay(card: Card, role: Role, turns: Sequence[TranscriptTurn], reason: str)
     if len(body) > room:
         body = "…" + body[-(room - 1) :]
     return head + body
+
+
+def steered_followups(messages: Sequence[tuple[str, str]]) -> str:
+    """Follow-ups steered into a running turn, oldest first."""
+    lines = [f"- from {author}: {_clip(body, 4000)}" for author, body in messages]
+    return "Messages sent to you while you work (act on them now):\n" + "\n".join(lines)
+
+
+def with_followups(prompt: str, messages: Sequence[tuple[str, str]]) -> str:
+    """A turn's prompt with the follow-ups people sent since the last turn, oldest first."""
+    if not messages:
+        return prompt
+    lines = [f"- from {author}: {_clip(body, 4000)}" for author, body in messages]
+    return (
+        prompt.rstrip("\n")
+        + "\n\nMessages sent to you since your last turn (act on them in this turn):\n"
+        + "\n".join(lines)
+        + "\n"
+    )

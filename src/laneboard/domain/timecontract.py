@@ -25,12 +25,14 @@ class TimeContract:
     pool_heartbeat: int = 15
     pool_stale: int = 60
     ledger_reap: int = 2 * HOUR
-    project_idle: int = 30 * MIN
+    project_idle: int = 5 * MIN  # an idle session's process is closed after this
     session_max_age: int = 24 * HOUR
     subprocess_bound: int = 120
 
-    MIN_TURN = 20 * MIN
+    MIN_TURN = MIN
     MAX_TURN = 2 * HOUR
+    MAX_FRESH = 10 * MIN  # the pool pulses a running turn's heartbeat every 4 minutes
+    TICK_SPAN = 20 * MIN  # the fallback tick runs well inside max(turn timeout, this)
 
     def violations(self) -> list[str]:
         out: list[str] = []
@@ -41,14 +43,17 @@ class TimeContract:
             out.append("heartbeat_fresh < stale_same_holder < stale_anyone must hold")
         if not self.MIN_TURN <= self.turn_timeout < self.MAX_TURN:
             out.append(f"turn_timeout must be in [{self.MIN_TURN}, {self.MAX_TURN}) seconds")
-        if not 2 * self.heartbeat_fresh <= self.MIN_TURN:
-            out.append("2 x heartbeat_fresh must not exceed the shortest turn (20 min)")
+        if not self.heartbeat_fresh <= self.MAX_FRESH:
+            out.append(f"heartbeat_fresh must not exceed {self.MAX_FRESH} seconds")
         if not self.worker_heartbeat_interval <= self.heartbeat_fresh:
             out.append("worker_heartbeat_interval must not exceed heartbeat_fresh")
         if not self.turn_timeout < self.ledger_reap:
             out.append("turn_timeout must be shorter than ledger_reap")
-        if not self.tick_interval < self.turn_timeout:
-            out.append("tick_interval must be shorter than turn_timeout")
+        if not self.tick_interval < max(self.turn_timeout, self.TICK_SPAN):
+            out.append(
+                f"tick_interval must be shorter than turn_timeout (or {self.TICK_SPAN} "
+                "seconds, whichever is longer)"
+            )
         if not self.pool_heartbeat < self.pool_stale:
             out.append("pool_heartbeat must be shorter than pool_stale")
         return out

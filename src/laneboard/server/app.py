@@ -19,12 +19,24 @@ from laneboard.board import access
 from laneboard.board.service import Board
 from laneboard.board.tokens import Tokens
 from laneboard.errors import LaneboardError
-from laneboard.server import api, dashboard, metrics, openapi, sse
+from laneboard.ops.endpoint import PREFIX, answer
+from laneboard.server import (
+    api,
+    dashboard,
+    dashboard_agent,
+    dashboard_runs,
+    metrics,
+    openapi,
+    sse,
+)
 from laneboard.server import status as st
 from laneboard.server.auth import DEFAULT_TRUSTED, Authenticator, AuthMiddleware, actor_of
-from laneboard.server.http import clean_text, parse_json, query_int, query_text
+from laneboard.server.feed import Feed
+from laneboard.server.http import query_int, query_text
 from laneboard.store import IntegrityError, Store
 from laneboard.workspace.hooks import install as install_gates
+
+MAX_ID = 2**53
 
 
 @dataclass
@@ -32,7 +44,7 @@ class Server:
     store: Store
     board: Board
     tokens: Tokens
-    sse_poll_s: float = 0.5
+    feed: Feed
 
 
 def _error(err: LaneboardError) -> JSONResponse:
@@ -72,63 +84,41 @@ async def on_other(_request: Request, exc: Exception) -> Response:
     return JSONResponse(body, status_code=500)
 
 
-def _endpoint(srv: Server, op: api.Op) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        actor = actor_of(request.scope)
-        body: dict[str, Any] = {}
-        if op.method in ("POST", "PATCH", "PUT"):
-            body = parse_json(await request.body(), op.body)
-        key = request.headers.get("idempotency-key") or None
-        if key is not None:
-            clean_text(key, "Idempotency-Key")
-        if op.op_id == "events" and "text/event-stream" in request.headers.get("accept", ""):
-            return await _events_stream(srv, request)
-        call = api.Call(
-            srv.store,
-            srv.board,
-            srv.tokens,
-            actor,
-            dict(request.path_params),
-            request.query_params,
-            body,
-            key,
-        )
-        code, data = await anyio.to_thread.run_sync(op.handler, call)
-        return JSONResponse(data, status_code=code)
-
-    return endpoint
-
-
-async def _events_stream(srv: Server, request: Request) -> Response:
+async def events_stream(srv: Server, request: Request) -> Response:
+    """``GET /api/v1/events`` with ``Accept: text/event-stream``: the log as SSE."""
     actor = actor_of(request.scope)
     q = request.query_params
-    filters = sse.Filters(
-        card=query_text(q.get("card"), "card"),
-        project=query_text(q.get("project"), "project"),
-        run_id=query_int(q.get("run"), "run", 0, 0, api.MAX_ID) or None,
-    )
-    if filters.card is not None:
-        await anyio.to_thread.run_sync(access.get, srv.board, actor, filters.card)
-    if filters.project is not None:
-        await anyio.to_thread.run_sync(srv.board.project, filters.project)
-    last = request.headers.get("last-event-id")
-    if last:
-        cursor = query_int(last, "Last-Event-ID", 0, 0, api.MAX_ID)
-    elif q.get("after"):
-        cursor = query_int(q.get("after"), "after", 0, 0, api.MAX_ID)
+    card, project = query_text(q.get("card"), "card"), query_text(q.get("project"), "project")
+    filters = sse.Filters(run_id=query_int(q.get("run"), "run", 0, 0, MAX_ID) or None)
+    if card is not None:
+        filters.card_id = (await anyio.to_thread.run_sync(access.get, srv.board, actor, card)).id
+    if project is not None:
+        filters.project_id = (await anyio.to_thread.run_sync(srv.board.project, project)).id
+    start = request.headers.get("last-event-id") or q.get("after")
+    if start:
+        cursor = await anyio.to_thread.run_sync(srv.feed.resolve, start.strip())
     else:
-        cursor = await anyio.to_thread.run_sync(_max_event, srv.store)
+        cursor = await anyio.to_thread.run_sync(srv.feed.head_now)
     limit = query_int(q.get("max_events"), "max_events", 0, 0, 1_000_000)
     return StreamingResponse(
-        sse.stream(srv.board, actor, cursor, filters, poll_s=srv.sse_poll_s, max_events=limit),
+        sse.stream(srv.feed, srv.board, actor, cursor, filters, max_events=limit),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def _max_event(store: Store) -> int:
-    with store.read() as tx:
-        return tx.max_event_id()
+def remote_call(srv: Server) -> Callable[[Request], Awaitable[Response]]:
+    """``POST /api/v1/ops/<operation>``: the endpoint a remote ``lb`` calls."""
+
+    async def handle(request: Request) -> Response:
+        actor = actor_of(request.scope)
+        body = await request.body()
+        status, doc = await anyio.to_thread.run_sync(
+            answer, srv.board, actor, request.path_params["name"], body, dict(request.headers)
+        )
+        return JSONResponse(doc, status_code=status)
+
+    return handle
 
 
 def create_app(
@@ -140,7 +130,7 @@ def create_app(
     sse_poll_s: float = 0.5,
 ) -> Any:
     """The ASGI application (wrapped in the authentication middleware)."""
-    srv = Server(store, install_gates(Board(store)), Tokens(store), sse_poll_s)
+    srv = Server(store, install_gates(Board(store)), Tokens(store), Feed(store, poll_s=sse_poll_s))
 
     async def openapi_json(_request: Request) -> Response:
         return JSONResponse(openapi.document())
@@ -149,42 +139,43 @@ def create_app(
         code, body = await anyio.to_thread.run_sync(st.health, store)
         return JSONResponse(body, status_code=code)
 
-    async def metrics_text(_request: Request) -> Response:
-        text = await anyio.to_thread.run_sync(metrics.render, store)
+    async def metrics_text(request: Request) -> Response:
+        actor = actor_of(request.scope)
+        text = await anyio.to_thread.run_sync(metrics.render, store, actor)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    async def api_not_found(_request: Request) -> Response:
-        return _error(LaneboardError("NOT_FOUND", "no such route", "see /api/v1/openapi.json"))
 
     routes: list[BaseRoute] = [
         Route("/api/v1/openapi.json", openapi_json, methods=["GET"]),
-        *(Route(op.path, _endpoint(srv, op), methods=[op.method]) for op in api.OPS),
+        *api.routes(srv),
+        Route(PREFIX + "{name}", remote_call(srv), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
         *dashboard.routes(srv),
+        *dashboard_runs.routes(srv),
+        *dashboard_agent.routes(srv),
         Mount("/static", StaticFiles(packages=[("laneboard.server", "static")]), name="static"),
     ]
     mcp_server = None
     if with_mcp:
         from laneboard.server import mcp_tools
 
-        mcp_server = mcp_tools.build(store, mcp_tools.http_actor)
+        mcp_server = mcp_tools.build(srv.board, mcp_tools.http_actor)
         sub = mcp_server.streamable_http_app(
             streamable_http_path="/mcp",
             transport_security=mcp_tools.open_transport(),
         )
         routes.extend(sub.routes)
-    routes.append(
-        Route("/api/{rest:path}", api_not_found, methods=["GET", "POST", "PATCH", "DELETE"])
-    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if mcp_server is None:
-            yield
-            return
-        async with mcp_server.session_manager.run():
-            yield
+        try:
+            if mcp_server is None:
+                yield
+                return
+            async with mcp_server.session_manager.run():
+                yield
+        finally:
+            await anyio.to_thread.run_sync(srv.feed.close)
 
     app = Starlette(
         routes=routes,

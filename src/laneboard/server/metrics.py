@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from laneboard.board.authority import Caller, require
+from laneboard.domain.model import Actor
+from laneboard.domain.runs import RunStatus
 from laneboard.domain.status import Status
 from laneboard.store import Store
 from laneboard.store.tx import Tx
-
-ALERT_TYPES = "type LIKE 'alert.%' OR type LIKE 'patrol.alert%'"
 
 
 def _esc(v: str) -> str:
@@ -37,10 +38,7 @@ class Writer:
 
 def _tick(tx: Tx) -> tuple[float, int]:
     """The last tick's duration (seconds) and tick count of the newest live supervisor."""
-    row = tx.one(
-        "SELECT info FROM supervisors WHERE state IN ('starting', 'running') "
-        "ORDER BY heartbeat_at DESC LIMIT 1"
-    )
+    row = tx.newest_live_supervisor_info()
     if row is None:
         return 0.0, 0
     try:
@@ -51,32 +49,17 @@ def _tick(tx: Tx) -> tuple[float, int]:
     return float(last.get("duration_ms") or 0) / 1000, int(info.get("ticks") or 0)
 
 
-def render(store: Store) -> str:
+def render(store: Store, actor: Actor) -> str:
+    """The board-wide counts: a person's (or the runtime's) read, never an agent's."""
+    require(actor, Caller.PERSON, "read the metrics")
     w = Writer()
     with store.read() as tx:
-        cards = tx.all(
-            "SELECT p.key AS project, c.status AS status, count(*) AS n FROM cards c "
-            "JOIN projects p ON p.id = c.project_id GROUP BY p.key, c.status"
-        )
-        claimed = tx.scalar(
-            "SELECT count(*) FROM cards WHERE status = 'in_progress' AND holder IS NOT NULL"
-        )
-        claims = tx.scalar("SELECT count(*) FROM events WHERE type = 'card.claimed'")
-        turns = tx.all(
-            "SELECT outcome, count(*) AS n, sum(duration_ms) AS ms FROM turns GROUP BY outcome"
-        )
-        tokens = tx.one(
-            "SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o "
-            "FROM turns"
-        )
-        queue = tx.all(
-            "SELECT kind, state, count(*) AS n FROM queue "
-            "WHERE state IN ('pending', 'processing') GROUP BY kind, state"
-        )
-        sessions = tx.all("SELECT state, count(*) AS n FROM sessions GROUP BY state")
-        alerts = tx.scalar(f"SELECT count(*) FROM events WHERE {ALERT_TYPES}")
+        m = tx.metric_counts()
+        cards, claimed, claims, turns = m["cards"], m["claimed"], m["claims"], m["turns"]
+        tokens, queue, sessions, alerts = m["tokens"], m["queue"], m["sessions"], m["alerts"]
         events = tx.max_event_id()
         tick_s, ticks = _tick(tx)
+        runs = tx.run_totals()
 
     w.family("laneboard_cards", "gauge", "Cards on the board by project and status.")
     seen = set()
@@ -129,4 +112,10 @@ def render(store: Store) -> str:
     w.sample("laneboard_tick_duration_seconds", tick_s)
     w.family("laneboard_ticks", "counter", "Ticks the live supervisor has run.")
     w.sample("laneboard_ticks_total", ticks)
+    w.family("laneboard_runs", "gauge", "Runs by status (degraded: its ticks are failing).")
+    counted = {str(r["status"]): int(r["n"]) for r in runs}
+    for st in RunStatus:
+        w.sample("laneboard_runs", counted.get(st.value, 0), status=st.value)
+    w.family("laneboard_run_errors", "counter", "Failed iterations and ticks of runs.")
+    w.sample("laneboard_run_errors_total", sum(int(r["errors"] or 0) for r in runs))
     return w.text()

@@ -1,12 +1,18 @@
-"""The OpenAPI 3.1 document, built from the same operation table the router uses."""
+"""The OpenAPI 3.1 document, generated from the operation table the router is built from:
+one operation per REST route, with its parameters, request body and the typed schema of
+its success response (shared shapes are components)."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from laneboard import __version__
-from laneboard.server import schemas as S
-from laneboard.server.api import OPS, Op
+from laneboard.ops import schemas as R
+from laneboard.ops.spec import Op, Param, Route
+from laneboard.ops.table import all_ops
+from laneboard.ops.validate import param_schema, params_schema
+from laneboard.server.api import BASE, BODY_METHODS, location, on_route
 
 REASONS = {
     200: "OK",
@@ -15,72 +21,124 @@ REASONS = {
     403: "The credential may not do this",
     404: "Not found",
     409: "Refused by the board's rules (CLAIM_CONFLICT, ILLEGAL_TRANSITION, ...)",
+    415: "A write needs Content-Type: application/json",
     422: "Bad input",
     503: "The store is unreachable",
 }
+ERROR = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        "fix": {"type": "string"},
+        "details": {"type": "object"},
+    },
+    "required": ["code", "message"],
+}
+_NAMES = {id(schema): name for name, schema in R.NAMED.items()}
 
 
-def _error(code: int) -> dict[str, Any]:
-    return {
-        "description": REASONS[code],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+def ref(schema: Any) -> Any:
+    """The schema with every shared shape replaced by a ``$ref`` to its component."""
+    name = _NAMES.get(id(schema))
+    if name is not None:
+        return {"$ref": f"#/components/schemas/{name}"}
+    if isinstance(schema, dict):
+        return {k: ref(v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [ref(v) for v in schema]
+    return schema
+
+
+def _parameter(p: Param, where: str) -> dict[str, Any]:
+    schema = param_schema(p)
+    schema.pop("description", None)
+    entry: dict[str, Any] = {
+        "name": p.name if where == "path" else p.on_wire,
+        "in": where,
+        "required": where == "path" or (p.required and where != "body"),
+        "schema": schema,
+        "description": p.help,
     }
+    if p.is_list:
+        entry.update(style="form", explode=True)
+    return entry
 
 
-def _operation(op: Op) -> dict[str, Any]:
-    params = []
-    for p in op.params:
-        schema = p.schema
-        if p.repeat:
-            schema = {"type": "array", "items": p.schema}
-        entry: dict[str, Any] = {
-            "name": p.name,
-            "in": p.where,
-            "required": p.required,
-            "schema": schema,
-        }
-        if p.repeat:
-            entry.update(style="form", explode=True)
-        if p.description:
-            entry["description"] = p.description
-        params.append(entry)
-    ok: dict[str, Any] = {"description": REASONS[op.status], "content": {"application/json": {}}}
-    if op.op_id == "events":
+def _errors(op: Op) -> tuple[int, ...]:
+    # a write also meets the web-safety rules (server/auth.py): 403 and 415
+    return (401, 403, 404, 422, 503) if op.read_only else (401, 403, 404, 409, 415, 422, 503)
+
+
+def operation(op: Op, route: Route) -> dict[str, Any]:
+    here = [(p, location(p, route)) for p in op.params if on_route(p, route)]
+    body = [p.name for p, where in here if where == "body"]
+    ok: dict[str, Any] = {
+        "description": REASONS[route.status],
+        "content": {"application/json": {"schema": ref(op.result)}},
+    }
+    if op.name == "events.tail":
         ok["content"]["text/event-stream"] = {"schema": {"type": "string"}}
-    responses: dict[str, Any] = {str(op.status): ok}
-    for code in (401, *op.errors):
-        responses[str(code)] = _error(code)
+    responses: dict[str, Any] = {str(route.status): ok}
+    for code in _errors(op):
+        responses[str(code)] = {
+            "description": REASONS[code],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
     out: dict[str, Any] = {
-        "operationId": op.op_id,
+        "operationId": route.op_id,
         "summary": op.summary,
-        "tags": [op.tag],
-        "parameters": params,
+        "description": op.description
+        + f"\n\nCLI: `lb {' '.join(op.words)}`"
+        + (f"; MCP tool `{op.tool}`." if op.tool else "."),
+        "tags": [route.tag],
+        "parameters": [_parameter(p, where) for p, where in here if where != "body"],
         "responses": responses,
     }
-    if op.body is not None:
+    if route.method in BODY_METHODS and body:
+        schema = params_schema(op, only=tuple(body))
         out["requestBody"] = {
-            "required": op.method != "PATCH" and bool(op.body.get("required")),
-            "content": {"application/json": {"schema": op.body}},
+            "required": bool(schema.get("required")),
+            "content": {"application/json": {"schema": ref(schema)}},
         }
+    if op.name == "events.tail":
+        out["parameters"].append(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "with Accept: text/event-stream, resume after this event",
+            }
+        )
     return out
 
 
+@cache
 def document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    for op in OPS:
-        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+    for op in all_ops():
+        for route in op.routes:
+            paths.setdefault(BASE + route.path, {})[route.method.lower()] = operation(op, route)
+    components = {name: ref_inner(schema) for name, schema in R.NAMED.items()}
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "laneboard",
             "version": __version__,
-            "description": "The laneboard board API. Loopback callers act as the local "
+            "description": "The laneboard board API, generated from the same operation table "
+            "as the lb command line and the MCP tools. Loopback callers act as the local "
             "human; any other caller sends Authorization: Bearer <token>.",
         },
         "paths": paths,
         "components": {
-            "schemas": {"Error": S.ERROR},
+            "schemas": {**components, "Error": ERROR},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}, {}],
     }
+
+
+def ref_inner(schema: dict[str, Any]) -> dict[str, Any]:
+    """A component's own schema, with the other components it uses as references."""
+    return {k: ref(v) for k, v in schema.items()}

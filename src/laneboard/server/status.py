@@ -6,43 +6,53 @@ from typing import Any
 
 from laneboard.store import Store
 
-DEGRADED = frozenset({"wedged", "unresponsive"})
-
 
 def status(store: Store) -> dict[str, Any]:
+    """The dashboard's supervisor panel: ``lb status``, under this machine's configuration."""
+    from laneboard.config import load_supervisor_config
     from laneboard.supervisor.status import status_report
 
-    return status_report(store, store.clock)
+    return status_report(store, store.clock, load_supervisor_config())
 
 
 def doctor(store: Store) -> dict[str, Any]:
+    """The dashboard's doctor panel: the report ``lb doctor`` and ``GET /doctor`` give."""
+    from laneboard.config import load_supervisor_config
     from laneboard.supervisor.doctor import doctor_report
 
-    return doctor_report(store, store.clock)
+    return doctor_report(store, store.clock, load_supervisor_config())
 
 
 def health(store: Store) -> tuple[int, dict[str, Any]]:
-    """``/healthz``: 200 when the store answers and the supervisor is not degraded."""
+    """``/healthz``: 200 ``ok`` when the store answers and nothing is degraded; 503
+    ``degraded`` with the reasons (a stuck supervisor, a failing pass, a degraded or
+    failing run), or 503 ``down`` when the store does not answer."""
     body: dict[str, Any] = {}
     try:
         version = store.schema_version()
         with store.read() as tx:
             tx.max_event_id()
     except Exception as exc:
-        body["status"] = "unavailable"
+        body["status"] = "down"
         body["store"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
         body["supervisor"] = {"state": "unknown", "detail": "the store is unreachable"}
         return 503, body
     body["store"] = {"ok": True, "schema_version": version}
+    reasons: list[str] = []
     try:
-        report = status(store)
+        from laneboard.supervisor.status import status_report
+
+        report = status_report(store, store.clock)  # liveness only: no configuration read
         sup = report.get("supervisor", {})
         pool = report.get("pool", {})
+        reasons = list(report["health"]["reasons"])
+        body["runs"] = report.get("runs")
     except Exception as exc:
         sup = {"state": "unknown", "detail": f"status report failed: {exc}"[:300]}
         pool = {"state": "unknown"}
+        reasons = [str(sup["detail"])]
     body["supervisor"] = {"state": sup.get("state"), "detail": sup.get("detail")}
     body["pool"] = {"state": pool.get("state")}
-    degraded = sup.get("state") in DEGRADED or sup.get("state") == "unknown"
-    body["status"] = "degraded" if degraded else "ok"
-    return (503 if degraded else 200), body
+    body["reasons"] = reasons
+    body["status"] = "degraded" if reasons else "ok"
+    return (503 if reasons else 200), body

@@ -31,8 +31,11 @@ def resolve_url(url: str | None = None) -> str:
 
 
 def open_store(
-    url: str | None = None, clock: Clock | None = None, *, migrate: bool = True
+    url: str | None = None, clock: Clock | None = None, *, migrate: bool = True, create: bool = True
 ) -> Store:
+    """Open the board at ``url``. With ``create=False`` a board that was never made there
+    (no SQLite file, or no laneboard tables) is refused with ``NOT_FOUND`` and nothing is
+    created: only ``lb init`` makes a board."""
     url = resolve_url(url)
     store: Store
     if url.startswith(("postgresql://", "postgres://")):
@@ -53,6 +56,8 @@ def open_store(
             f"unsupported database URL {url.split('://')[0]}://…",
             "use postgresql://… or sqlite:///path, or unset LANEBOARD_DATABASE_URL",
         )
+    if not create:
+        _require_board(store, url)
     if migrate:
         try:
             store.ensure_schema()
@@ -65,6 +70,26 @@ def open_store(
                 "check LANEBOARD_DATABASE_URL and that the database is reachable",
             ) from exc
     return store
+
+
+def _require_board(store: Store, url: str) -> None:
+    try:
+        found = store.exists()
+    except LaneboardError:
+        raise
+    except Exception as exc:
+        raise LaneboardError(
+            "STORE_UNAVAILABLE",
+            f"cannot open the board at {redact_url(url)}: {exc}".replace("\n", " "),
+            "check LANEBOARD_DATABASE_URL and that the database is reachable",
+        ) from exc
+    if not found:
+        store.close()
+        raise LaneboardError(
+            "NOT_FOUND",
+            f"no board at {redact_url(url)}",
+            "run lb init to make one there, or point --db / LANEBOARD_DATABASE_URL at your board",
+        )
 
 
 def redact_url(url: str) -> str:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import abc
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from laneboard.domain.clock import Clock, SystemClock
-from laneboard.store.migrations import all_migrations, latest
+from laneboard.errors import LaneboardError
+from laneboard.store.migrations import all_migrations, for_dialect, latest
 from laneboard.store.schema import MIGRATIONS_TABLE
 
 if TYPE_CHECKING:
+    from laneboard.domain.cursor import EventCursor
     from laneboard.store.tx import Tx
 
 Row = dict[str, Any]
@@ -29,8 +31,37 @@ class IntegrityError(Exception):
     """A unique or foreign-key constraint refused a write (the transaction rolled back)."""
 
 
+def unstorable(detail: str) -> LaneboardError:
+    """A value the database cannot hold (NUL in PostgreSQL text, an integer beyond 64
+    bits). The board refuses such input before the store; this is the last net."""
+    return LaneboardError(
+        "BAD_INPUT",
+        f"the database cannot store a value of this request ({detail[:200]})",
+        "remove NUL and control characters from text and keep numbers within 64 bits",
+    )
+
+
+def event_of(got: Sequence[Row]) -> EventCursor | None:
+    """The event a ``write_statement`` wrote, from its rows' ``event_xid`` and ``event_id``."""
+    if not got or "event_id" not in got[0]:
+        return None
+    from laneboard.domain.cursor import EventCursor
+
+    return EventCursor(int(got[0]["event_xid"]), int(got[0]["event_id"]))
+
+
 class Conn(abc.ABC):
-    """One open database connection inside a transaction."""
+    """One open database connection inside a transaction.
+
+    Before a write commits, the store sets ``events`` (event rows still to write, as
+    ``q_events.EVENT_COLUMNS``; the commit writes them) and ``notify`` (the write
+    appended events: announce it once committed). A backend that writes ``events`` at
+    commit sets ``committed_last`` to the position of the last one.
+    """
+
+    events: Sequence[tuple[Any, ...]] = ()
+    notify: bool = False
+    committed_last: EventCursor | None = None
 
     @abc.abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
@@ -52,6 +83,7 @@ class Store(abc.ABC):
         self._free: list[Any] = []
         self._all: list[Any] = []
         self._pid = os.getpid()
+        self._commit_hooks: list[Callable[[EventCursor], None]] = []
 
     # -- backend hooks -------------------------------------------------------------
     @abc.abstractmethod
@@ -116,22 +148,73 @@ class Store(abc.ABC):
         from laneboard.store.tx import Tx
 
         with self._transaction(True) as conn:
-            yield Tx(self, conn)
+            tx = Tx(self, conn)
+            yield tx
+            conn.events = tx.take_pending_events()
+            conn.notify = bool(conn.events) or tx._last_event is not None
+        self._announce(conn.committed_last or tx._last_event)
+
+    def _announce(self, last: EventCursor | None) -> None:
+        """Run the commit hooks for a write whose last event is at ``last`` (None: no event)."""
+        if last is not None:
+            for hook in list(self._commit_hooks):
+                hook(last)
+
+    def write_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One write statement as its own transaction; returns its rows.
+
+        A statement that writes an event returns it as the ``event_xid`` and ``event_id``
+        columns of its rows: the commit announces it as ``write()`` does.
+        """
+        with self._transaction(True) as conn:
+            got = conn.execute(sql, params)
+            conn.notify = bool(got)
+        self._announce(event_of(got))
+        return got
+
+    def add_commit_hook(self, hook: Callable[[EventCursor], None]) -> None:
+        """Call ``hook`` (in the writing thread) after each write that appended events."""
+        with self._plock:
+            self._commit_hooks.append(hook)
+
+    def remove_commit_hook(self, hook: Callable[[EventCursor], None]) -> None:
+        with self._plock:
+            if hook in self._commit_hooks:
+                self._commit_hooks.remove(hook)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
         from laneboard.store.tx import Tx
 
         with self._transaction(False) as conn:
-            yield Tx(self, conn)
+            tx = Tx(self, conn)
+            yield tx
+            if tx.take_pending_events():
+                raise RuntimeError("events are appended in write transactions only")
+
+    @abc.abstractmethod
+    @contextmanager
+    def _autocommit(self) -> Iterator[Conn]: ...
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Tx]:
+        """Reads whose statements each run on their own snapshot (no BEGIN/COMMIT).
+
+        Cheaper than ``read()`` where every query stands alone (a cursor read, a
+        lookup); never for writes or for reads that must agree with each other.
+        """
+        from laneboard.store.tx import Tx
+
+        with self._autocommit() as conn:
+            tx = Tx(self, conn)
+            yield tx
+            if tx.take_pending_events():
+                raise RuntimeError("events are appended in write transactions only")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """One read statement on its own snapshot, outside any explicit transaction.
-
-        Cheaper than ``read()`` for a single lookup (no BEGIN/COMMIT round trips).
-        """
-        with self.read() as tx:
-            return tx.all(sql, params)
+        """One read statement on its own snapshot, outside any explicit transaction."""
+        with self._autocommit() as conn:
+            return conn.execute(sql, params)
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -153,7 +236,7 @@ class Store(abc.ABC):
             for m in all_migrations():
                 if m.version in done:
                     continue
-                for stmt in m.statements:
+                for stmt in for_dialect(m, self.dialect):
                     conn.execute(self.expand(stmt))
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
@@ -161,6 +244,10 @@ class Store(abc.ABC):
                 )
                 applied += 1
             return applied
+
+    @abc.abstractmethod
+    def exists(self) -> bool:
+        """Whether a board was made here (its migrations table exists); creates nothing."""
 
     def schema_version(self) -> int:
         with self._transaction(False) as conn:

@@ -5,22 +5,53 @@ psycopg is imported only when this backend is opened, keeping the CLI fast on SQ
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from laneboard.domain.clock import Clock
-from laneboard.store.base import Conn, IntegrityError, Row, Store
+from laneboard.secrets import scrub_params
+from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
 
-_SQL_CACHE: dict[str, str] = {}
+CHANNEL_PREFIX = "laneboard:"
+# a statement whose result columns follow the table (``SELECT *``, ``RETURNING t.*``) is
+# never prepared: a column added by a migration elsewhere would break the cached plan
+_STAR = re.compile(r"(?:\bSELECT|\bRETURNING|,)\s+(?:\w+\.)?\*")
 
 
-def _convert(sql: str) -> str:
-    out = _SQL_CACHE.get(sql)
-    if out is None:
-        out = sql.replace("%", "%%").replace("?", "%s")
-        _SQL_CACHE[sql] = out
-    return out
+# the session setting by which a pipelined write says, before its COMMIT, whether its
+# transaction wrote anything (it has a transaction id); the wake-up after it reads it
+_WROTE = "laneboard.wrote"
+_WROTE_MARK = (
+    f"SELECT set_config('{_WROTE}', "
+    "CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN '' ELSE 'y' END, false)"
+)
+
+
+def channel_for(schema: str) -> str:
+    """The NOTIFY channel of the board in ``schema`` (channels are per database)."""
+    name = CHANNEL_PREFIX + schema
+    if len(name.encode()) > 63:  # an identifier's limit; a long name is hashed
+        import hashlib
+
+        name = CHANNEL_PREFIX + hashlib.sha1(schema.encode()).hexdigest()[:20]
+    return name
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def quote_ident(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+@functools.lru_cache(maxsize=4096)
+def _convert(sql: str) -> tuple[str, bool | None]:
+    """psycopg's form of a statement, and whether it may be prepared (None: automatic)."""
+    return sql.replace("%", "%%").replace("?", "%s"), (False if _STAR.search(sql) else None)
 
 
 class _PgConn(Conn):
@@ -32,11 +63,15 @@ class _PgConn(Conn):
         import psycopg
 
         try:
-            cur = self.raw.execute(_convert(sql), tuple(params), prepare=False)
+            text, prepare = _convert(sql)
+            cur = self.raw.execute(text, scrub_params(sql, params), prepare=prepare)
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
+        except psycopg.DataError as exc:  # the board checks input first; this is the net
+            raise unstorable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
         self._rowcount = cur.rowcount
-        if cur.description is None:
+        res = cur.pgresult  # not ``cur.description``, which builds a record per column
+        if res is None or res.nfields == 0:
             return []
         rows: list[Row] = cur.fetchall()
         return rows
@@ -56,6 +91,14 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, clock: Clock | None = None) -> None:
         super().__init__(url, clock)
+        self._channel: str | None = None
+
+    def notify_channel(self) -> str:
+        """The channel this board's events are announced on (one per schema)."""
+        if self._channel is None:
+            got = self.query("SELECT current_schema() AS s")
+            self._channel = channel_for(str(got[0]["s"]))
+        return self._channel
 
     def _connect(self) -> Any:
         import psycopg
@@ -68,25 +111,114 @@ class PostgresStore(Store):
         import psycopg
 
         raw = self._acquire()
+        conn = _PgConn(raw)
         try:
-            with raw.transaction():
-                if not write:
-                    raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield _PgConn(raw)
+            begin = "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+            raw.execute(begin, prepare=False)
+            yield conn
+            self._commit(raw, conn)
         except psycopg.OperationalError:
             self._release(raw, broken=True)
             raise
         except BaseException:
-            self._release(raw, broken=raw.closed or raw.broken)
+            self._rollback(raw)
             raise
         self._release(raw)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def write_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One write statement as its own transaction, and its wake-up, in one round trip.
+
+        ``BEGIN``, the statement, ``COMMIT`` and the notification are pipelined (sent
+        together, one synchronisation), so the statement keeps its server-side prepared
+        plan (psycopg prepares a statement it has run a few times). The notification runs
+        after the commit, in its own transaction (as ``_commit`` explains), and only when
+        the statement's transaction wrote something: a statement that changed nothing
+        (a claim that found no card) wakes nobody.
+        """
         import psycopg
 
-        raw = self._acquire()  # autocommit: one statement is its own snapshot
+        from laneboard.store.base import event_of
+
+        raw = self._acquire()
+        text, prepare = _convert(sql)
         try:
-            got = _PgConn(raw).execute(sql, params)
+            with raw.pipeline():
+                raw.execute("BEGIN", prepare=False)
+                cur = raw.execute(text, scrub_params(sql, params), prepare=prepare)
+                raw.execute(_WROTE_MARK, prepare=False)
+                raw.execute("COMMIT", prepare=False)
+                raw.execute(self._notify_if_wrote(raw), prepare=False)
+            got: list[Row] = cur.fetchall() if cur.pgresult and cur.pgresult.nfields else []
+        except psycopg.OperationalError:
+            self._release(raw, broken=True)
+            raise
+        except BaseException as exc:
+            self._rollback(raw)
+            if isinstance(exc, psycopg.errors.IntegrityError):
+                raise IntegrityError(str(exc)) from exc
+            raise
+        self._release(raw)
+        self._announce(event_of(got))
+        return got
+
+    def _notify_if_wrote(self, raw: Any) -> str:
+        channel = quote_literal(self._channel_of(raw))
+        return f"SELECT pg_notify({channel}, '') WHERE current_setting('{_WROTE}', true) = 'y'"
+
+    def _rollback(self, raw: Any) -> None:
+        try:
+            if not (raw.closed or raw.broken):
+                raw.execute("ROLLBACK")
+        except Exception:
+            self._release(raw, broken=True)
+            return
+        self._release(raw, broken=raw.closed or raw.broken)
+
+    def _commit(self, raw: Any, conn: Conn) -> None:
+        """``COMMIT`` in one round trip with the events still to write and the wake-up.
+
+        The events go first, then ``COMMIT``, then the notification in its own tiny
+        transaction: a NOTIFY inside the writing transaction would hold PostgreSQL's
+        notification lock through the WAL flush and serialize every writer again.
+        """
+        parts = [self._events_sql(raw, conn.events)] if conn.events else []
+        parts.append("COMMIT")
+        if conn.notify:
+            parts.append(f"SELECT pg_notify({quote_literal(self._channel_of(raw))}, '')")
+        cur = raw.execute("; ".join(parts), prepare=False)
+        if conn.events:  # the first result holds the written events' positions
+            from laneboard.domain.cursor import EventCursor
+
+            written = [EventCursor(int(r["xid"]), int(r["id"])) for r in cur.fetchall()]
+            conn.committed_last = max(written)
+
+    @staticmethod
+    def _events_sql(raw: Any, events: Sequence[tuple[Any, ...]]) -> str:
+        from psycopg import sql
+
+        from laneboard.store.q_events import EVENT_COLUMNS
+        from laneboard.store.q_events import INSERT_EVENT as INSERT
+
+        rows = ", ".join(
+            "("
+            + ", ".join(sql.Literal(v).as_string(raw) for v in scrub_params(INSERT, values))
+            + ")"
+            for values in events
+        )
+        return f"INSERT INTO events ({EVENT_COLUMNS}) VALUES {rows} RETURNING id, xid"
+
+    def _channel_of(self, raw: Any) -> str:
+        if self._channel is None:
+            self._channel = channel_for(raw.execute("SELECT current_schema() AS s").fetchone()["s"])
+        return self._channel
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[Conn]:
+        import psycopg
+
+        raw = self._acquire()  # autocommit: each statement is its own snapshot
+        try:
+            yield _PgConn(raw)
         except psycopg.OperationalError:
             self._release(raw, broken=True)
             raise
@@ -94,10 +226,13 @@ class PostgresStore(Store):
             self._release(raw, broken=raw.closed or raw.broken)
             raise
         self._release(raw)
-        return got
 
     def _migration_lock(self, conn: Conn) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (7_211_000,))
+
+    def exists(self) -> bool:
+        got = self.query("SELECT to_regclass('schema_migrations') IS NOT NULL AS found")
+        return bool(got[0]["found"])
 
     def introspect(self) -> dict[str, Any]:
         raw = self._acquire()

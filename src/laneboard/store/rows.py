@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
+from laneboard.domain.clock import iso
 from laneboard.domain.model import (
     AcceptanceMode,
     ActorKind,
@@ -27,7 +30,36 @@ def dumps(value: Any) -> str:
 
 
 def project(r: Row) -> Project:
-    return Project(r["id"], r["key"], r["name"], r["path"], r["base_ref"], r["created_at"])
+    return Project(
+        r["id"], r["key"], r["name"], r["path"], r["base_ref"], r["created_at"], r.get("remote")
+    )
+
+
+def dep_ids(text: str | None) -> tuple[int, ...]:
+    """Dependency ids from their comma-separated column (``deps`` of the card reads)."""
+    return tuple(sorted(int(d) for d in str(text or "").split(",") if d))
+
+
+# A list of cards repeats the same few label sets, checks and paths: their parses (immutable
+# tuples, a pure function of the column's text) are kept rather than redone per row.
+_STATUS = {s.value: s for s in Status}
+_KIND = {k.value: k for k in CardKind}
+_MODE = {m.value: m for m in AcceptanceMode}
+_ACTOR = {a.value: a for a in ActorKind}
+
+
+@lru_cache(maxsize=4096)
+def _strings(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text))
+
+
+@lru_cache(maxsize=4096)
+def _criteria(text: str) -> tuple[Criterion, ...]:
+    return tuple(Criterion(c["id"], c["text"]) for c in json.loads(text))
+
+
+def _object(text: str) -> dict[str, Any]:
+    return {} if text == "{}" else dict(json.loads(text))
 
 
 def card(r: Row, depends_on: tuple[int, ...] = ()) -> Card:
@@ -37,24 +69,24 @@ def card(r: Row, depends_on: tuple[int, ...] = ()) -> Card:
         project_id=r["project_id"],
         title=r["title"],
         description=r["description"],
-        kind=CardKind(r["kind"]),
+        kind=_KIND[r["kind"]],
         parent_id=r["parent_id"],
-        status=Status(r["status"]),
+        status=_STATUS[r["status"]],
         assignee=r["assignee"],
         priority=r["priority"],
-        labels=tuple(json.loads(r["labels"])),
-        acceptance=tuple(Criterion(c["id"], c["text"]) for c in json.loads(r["acceptance"])),
-        acceptance_mode=AcceptanceMode(r["acceptance_mode"]),
+        labels=_strings(r["labels"]),
+        acceptance=_criteria(r["acceptance"]),
+        acceptance_mode=_MODE[r["acceptance_mode"]],
         delivery_round=r["delivery_round"],
-        checks=tuple(json.loads(r["checks"])),
-        allowed_paths=tuple(json.loads(r["allowed_paths"])),
+        checks=_strings(r["checks"]),
+        allowed_paths=_strings(r["allowed_paths"]),
         holder=r["holder"],
-        holder_kind=ActorKind(r["holder_kind"]) if r["holder_kind"] else None,
+        holder_kind=_ACTOR[r["holder_kind"]] if r["holder_kind"] else None,
         session_id=r["session_id"],
         claimed_at=r["claimed_at"],
         heartbeat_at=r["heartbeat_at"],
         claim_epoch=r["claim_epoch"],
-        meta=json.loads(r["meta"]),
+        meta=_object(r["meta"]),
         idempotency_key=r["idempotency_key"],
         run_id=r["run_id"],
         status_since=r["status_since"],
@@ -63,6 +95,46 @@ def card(r: Row, depends_on: tuple[int, ...] = ()) -> Card:
         version=r["version"],
         depends_on=depends_on,
     )
+
+
+def card_dict(r: Row, depends_on: Sequence[int] = ()) -> dict[str, Any]:
+    """``card(r, depends_on).to_dict()`` built straight from the row, without the record:
+    what a card list answers, for every card on it."""
+    holder_kind = r["holder_kind"]
+    return {
+        "id": r["id"],
+        "ref": r["ref"],
+        "project_id": r["project_id"],
+        "title": r["title"],
+        "description": r["description"],
+        "kind": _KIND[r["kind"]]._value_,
+        "parent_id": r["parent_id"],
+        "status": _STATUS[r["status"]]._value_,
+        "assignee": r["assignee"],
+        "priority": r["priority"],
+        "labels": list(_strings(r["labels"])),
+        "acceptance": [c.to_dict() for c in _criteria(r["acceptance"])],
+        "acceptance_mode": _MODE[r["acceptance_mode"]]._value_,
+        "delivery_round": r["delivery_round"],
+        "checks": list(_strings(r["checks"])),
+        "allowed_paths": list(_strings(r["allowed_paths"])),
+        "claim": {
+            "holder": r["holder"],
+            "actor_kind": _ACTOR[holder_kind]._value_ if holder_kind else None,
+            "session_id": r["session_id"],
+            "claimed_at": iso(r["claimed_at"]),
+            "heartbeat_at": iso(r["heartbeat_at"]),
+            "epoch": r["claim_epoch"],
+        },
+        "meta": _object(r["meta"]),
+        "idempotency_key": r["idempotency_key"],
+        "run_id": r["run_id"],
+        "depends_on": list(depends_on),
+        "status_since": iso(r["status_since"]),
+        "created_at": iso(r["created_at"]),
+        "updated_at": iso(r["updated_at"]),
+        "version": r["version"],
+    }
 
 
 def comment(r: Row) -> Comment:
@@ -102,4 +174,5 @@ def event(r: Row) -> Event:
         r["actor"],
         r["actor_kind"],
         json.loads(r["payload"]),
+        int(r.get("xid") or 0),
     )

@@ -9,21 +9,64 @@ from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
 
 from laneboard.domain.clock import Clock
-from laneboard.store.base import Conn, IntegrityError, Row, Store
+from laneboard.errors import LaneboardError
+from laneboard.secrets import scrub_params
+from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 30_000  # LANEBOARD_BUSY_TIMEOUT (seconds) overrides it
+
+
+def busy_timeout_ms() -> int:
+    """How long a write waits for another process's lock before ``LOCK_HELD``."""
+    raw = os.environ.get("LANEBOARD_BUSY_TIMEOUT", "").strip()
+    if not raw:
+        return BUSY_TIMEOUT_MS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise LaneboardError(
+            "CONFIG_INVALID",
+            f"LANEBOARD_BUSY_TIMEOUT={raw[:40]!r} is not a number of seconds",
+            "use 0 to 3600, e.g. LANEBOARD_BUSY_TIMEOUT=30",
+        )
+    return int(seconds * 1000)
+
+
+def locked(path: str, timeout_ms: int, exc: sqlite3.OperationalError) -> LaneboardError | None:
+    """``LOCK_HELD`` for SQLite's "database is locked"/"busy"; None for other errors."""
+    text = str(exc).lower()
+    if "locked" not in text and "busy" not in text:
+        return None
+    return LaneboardError(
+        "LOCK_HELD",
+        f"the board {path} is locked by another process "
+        f"(waited {timeout_ms / 1000:g} s for its write to end)",
+        f"retry once it finishes; see who holds it with: fuser {path} "
+        "(often an open sqlite3 shell or a stopped lb)",
+    )
 
 
 class _SqliteConn(Conn):
-    def __init__(self, raw: sqlite3.Connection) -> None:
+    def __init__(self, raw: sqlite3.Connection, path: str, timeout_ms: int) -> None:
         self.raw = raw
+        self.path = path
+        self.timeout_ms = timeout_ms
         self._rowcount = 0
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         try:
-            cur = self.raw.execute(sql, tuple(params))
+            cur = self.raw.execute(sql, scrub_params(sql, params))
         except sqlite3.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
+        except (OverflowError, UnicodeEncodeError) as exc:  # the board checks input first
+            raise unstorable(str(exc)) from exc
+        except sqlite3.OperationalError as exc:
+            held = locked(self.path, self.timeout_ms, exc)
+            if held is None:
+                raise
+            raise held from exc
         rows = cur.fetchall()
         self._rowcount = cur.rowcount
         if not rows:
@@ -47,17 +90,36 @@ class SQLiteStore(Store):
     def __init__(self, path: str, clock: Clock | None = None) -> None:
         super().__init__(f"sqlite:///{path}", clock)
         self.path = path
+        self.timeout_ms = busy_timeout_ms()
+
+    def exists(self) -> bool:
+        if not os.path.isfile(self.path):
+            return False
+        got = self.query(
+            "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' "
+            "AND name = 'schema_migrations'"
+        )
+        return bool(got[0]["n"])
 
     def _connect(self) -> sqlite3.Connection:
+        try:
+            return self._open()
+        except sqlite3.OperationalError as exc:
+            held = locked(self.path, self.timeout_ms, exc)
+            if held is None:
+                raise
+            raise held from exc
+
+    def _open(self) -> sqlite3.Connection:
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         conn = sqlite3.connect(
             self.path,
-            timeout=BUSY_TIMEOUT_MS / 1000,
+            timeout=self.timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=False,
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {self.timeout_ms}")
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -65,16 +127,19 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
+    def _wrap(self, raw: sqlite3.Connection) -> _SqliteConn:
+        return _SqliteConn(raw, self.path, self.timeout_ms)
+
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Conn]:
         raw = self._acquire()
         try:
-            raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            self._wrap(raw).execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except BaseException:
             self._release(raw, broken=True)
             raise
         try:
-            yield _SqliteConn(raw)
+            yield self._wrap(raw)
         except BaseException:
             try:
                 raw.execute("ROLLBACK")
@@ -84,7 +149,7 @@ class SQLiteStore(Store):
             self._release(raw)
             raise
         try:
-            raw.execute("COMMIT")
+            self._wrap(raw).execute("COMMIT")
         except BaseException:
             with suppress(sqlite3.Error):
                 raw.execute("ROLLBACK")
@@ -92,15 +157,15 @@ class SQLiteStore(Store):
             raise
         self._release(raw)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        raw = self._acquire()  # autocommit: one statement is its own snapshot
+    @contextmanager
+    def _autocommit(self) -> Iterator[Conn]:
+        raw = self._acquire()  # no BEGIN: each statement is its own snapshot
         try:
-            got = _SqliteConn(raw).execute(sql, params)
+            yield self._wrap(raw)
         except BaseException:
             self._release(raw, broken=raw.in_transaction)
             raise
         self._release(raw)
-        return got
 
     def introspect(self) -> dict[str, Any]:
         raw = self._acquire()

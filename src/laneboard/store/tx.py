@@ -1,22 +1,39 @@
-"""Repository queries, written once in portable SQL (``?`` placeholders)."""
+"""Repository queries, written once in portable SQL (``?`` placeholders).
+
+``Tx`` holds the board's own queries and composes the named queries of each area
+(``claim_sql`` and the ``q_*`` modules). The raw statement methods (``all``, ``one``,
+``scalar``, ``run``) are for the store's modules only: everything else calls a named query.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from laneboard.domain.model import Actor, Card, Comment, Event, Project, Report
+from laneboard.domain.model import Actor, Card, Comment, Project, Report
 from laneboard.store import rows
 from laneboard.store.base import Conn, Row
-from laneboard.store.claim_sql import NOT_READY, ClaimQueries
+from laneboard.store.claim_sql import NOT_READY, ClaimQueries, card_columns, deps_column
+from laneboard.store.claim_sql import claim_probe as claim_probe
 from laneboard.store.claim_sql import claim_probe_sql as claim_probe_sql
+from laneboard.store.q_cards import CardQueries
+from laneboard.store.q_events import EventQueries
+from laneboard.store.q_lanes import LaneQueries
+from laneboard.store.q_ops import OpsQueries
+from laneboard.store.q_orchestrate import OrchestrateQueries
+from laneboard.store.q_patrol import PatrolQueries
+from laneboard.store.q_queue import QueueQueries
+from laneboard.store.q_runs import RunQueries
+from laneboard.store.q_schedules import ScheduleQueries
+from laneboard.store.q_tokens import TokenQueries
+from laneboard.store.q_transcript import TranscriptQueries
+from laneboard.store.q_usage import UsageQueries
 from laneboard.store.rows import dumps
 
 if TYPE_CHECKING:
     from laneboard.store.base import Store
-
-EVENT_LOCK = 7_211_001  # PostgreSQL advisory lock that orders event ids by commit
 
 CARD_COLUMNS = (
     "project_id",
@@ -45,31 +62,49 @@ CARD_COLUMNS = (
 JSON_CARD_COLUMNS = frozenset({"labels", "acceptance", "checks", "allowed_paths", "meta"})
 
 
-class Tx(ClaimQueries):
+class Tx(
+    ClaimQueries,
+    CardQueries,
+    EventQueries,
+    LaneQueries,
+    OpsQueries,
+    OrchestrateQueries,
+    PatrolQueries,
+    QueueQueries,
+    RunQueries,
+    ScheduleQueries,
+    TokenQueries,
+    TranscriptQueries,
+    UsageQueries,
+):
     """One open transaction. Obtain it from ``Store.write()`` or ``Store.read()``."""
 
     def __init__(self, store: Store, conn: Conn) -> None:
         self.store = store
         self.conn = conn
         self.pg = store.dialect == "postgresql"
+        self.events_pending = []
+        self._last_event = None
 
     # -- primitives ----------------------------------------------------------------
     def now(self) -> int:
         return self.store.clock.now_ms()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self.events_pending:  # appended events come first, as they were appended
+            self.flush_events()
         return self.conn.execute(sql, params)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        got = self.conn.execute(sql, params)
+        got = self.all(sql, params)
         return got[0] if got else None
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        got = self.conn.execute(sql, params)
+        got = self.all(sql, params)
         return next(iter(got[0].values())) if got else None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        self.conn.execute(sql, params)
+        self.all(sql, params)
         return self.conn.rowcount()
 
     def advisory_lock(self, key: int) -> None:
@@ -77,91 +112,19 @@ class Tx(ClaimQueries):
         if self.pg:
             self.conn.execute("SELECT pg_advisory_xact_lock(?)", (key,))
 
-    # -- events --------------------------------------------------------------------
-    def append_event(
-        self,
-        type_: str,
-        actor: Actor,
-        *,
-        card_id: int | None = None,
-        project_id: int | None = None,
-        run_id: int | None = None,
-        payload: dict[str, Any] | None = None,
-    ) -> int:
-        if self.pg:
-            # one round trip: the lock is taken before the id is drawn and held to commit,
-            # so event ids appear in commit order
-            sql = (
-                "WITH l AS (SELECT pg_advisory_xact_lock(?) AS locked) "
-                "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
-                "payload) SELECT ?::bigint, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::text, "
-                "?::text, ?::text FROM l RETURNING id"
-            )
-            lock: tuple[int, ...] = (EVENT_LOCK,)
-        else:
-            sql = (
-                "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
-                "payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
-            )
-            lock = ()
-        row = self.one(
-            sql,
-            (
-                *lock,
-                self.now(),
-                type_,
-                card_id,
-                project_id,
-                run_id,
-                actor.name,
-                actor.kind.value,
-                dumps(payload or {}),
-            ),
-        )
-        assert row is not None
-        return int(row["id"])
-
-    def events(
-        self,
-        after: int = 0,
-        *,
-        card_id: int | None = None,
-        project_id: int | None = None,
-        run_id: int | None = None,
-        types: Iterable[str] = (),
-        limit: int = 100,
-    ) -> list[Event]:
-        where: list[str] = ["id > ?"]
-        params: list[Any] = [after]
-        for col, val in (("card_id", card_id), ("project_id", project_id), ("run_id", run_id)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                params.append(val)
-        tl = list(types)
-        if tl:
-            where.append("type IN (" + ",".join("?" * len(tl)) + ")")
-            params.extend(tl)
-        sql = f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
-        return [rows.event(r) for r in self.all(sql, [*params, limit])]
-
-    def last_events(self, n: int, *, card_id: int | None = None) -> list[Event]:
-        if card_id is None:
-            got = self.all("SELECT * FROM events ORDER BY id DESC LIMIT ?", (n,))
-        else:
-            got = self.all(
-                "SELECT * FROM events WHERE card_id = ? ORDER BY id DESC LIMIT ?", (card_id, n)
-            )
-        return [rows.event(r) for r in reversed(got)]
-
-    def max_event_id(self) -> int:
-        return int(self.scalar("SELECT coalesce(max(id), 0) FROM events") or 0)
-
     # -- projects ------------------------------------------------------------------
-    def insert_project(self, key: str, name: str, path: str | None, base_ref: str | None) -> int:
+    def insert_project(
+        self,
+        key: str,
+        name: str,
+        path: str | None,
+        base_ref: str | None,
+        remote: str | None = None,
+    ) -> int:
         row = self.one(
-            "INSERT INTO projects (key, name, path, base_ref, created_at) VALUES (?, ?, ?, ?, ?)"
-            " RETURNING id",
-            (key, name, path, base_ref, self.now()),
+            "INSERT INTO projects (key, name, path, base_ref, remote, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (key, name, path, base_ref, remote, self.now()),
         )
         assert row is not None
         return int(row["id"])
@@ -210,11 +173,22 @@ class Tx(ClaimQueries):
         return int(row["id"])
 
     def card(self, card_id: int, *, lock: bool = False) -> Card | None:
-        sql = "SELECT * FROM cards WHERE id = ?"
+        """A card with its dependencies, in one statement (``lock``: its row, to commit)."""
+        return self._card_where("id", card_id, lock)
+
+    def card_by_ref(self, ref: str, *, lock: bool = False) -> Card | None:
+        return self._card_where("ref", ref, lock)
+
+    def _card_where(self, column: str, value: int | str, lock: bool) -> Card | None:
+        sql = f"SELECT {card_columns()}, {deps_column(self.pg)} FROM cards WHERE {column} = ?"
         if lock and self.pg:
-            sql += " FOR UPDATE"
-        r = self.one(sql, (card_id,))
-        return rows.card(r, self.dependencies(card_id)) if r else None
+            sql += " FOR UPDATE OF cards"
+        r = self.one(sql, (value,))
+        return rows.card(r, rows.dep_ids(r["deps"])) if r else None
+
+    def card_id_exists(self, card_id: int) -> int | None:
+        got = self.scalar("SELECT id FROM cards WHERE id = ?", (card_id,))
+        return int(got) if got is not None else None
 
     def card_id_by_ref(self, ref: str) -> int | None:
         got = self.scalar("SELECT id FROM cards WHERE ref = ?", (ref,))
@@ -226,16 +200,21 @@ class Tx(ClaimQueries):
 
     def update_card(self, card_id: int, version: int, fields: dict[str, Any]) -> bool:
         """Compare-and-swap on ``version``; bumps it and ``updated_at``."""
+        return self.update_card_returning(card_id, version, fields) is not None
+
+    def update_card_returning(
+        self, card_id: int, version: int, fields: dict[str, Any]
+    ) -> Row | None:
+        """``update_card`` that returns the updated row (None: the version moved on)."""
         cols = list(fields)
         vals = [dumps(fields[c]) if c in JSON_CARD_COLUMNS else fields[c] for c in cols]
         sets = ", ".join(f"{c} = ?" for c in cols)
         sep = ", " if sets else ""
-        n = self.run(
+        return self.one(
             f"UPDATE cards SET {sets}{sep}version = version + 1, updated_at = ? "
-            "WHERE id = ? AND version = ?",
+            f"WHERE id = ? AND version = ? RETURNING {card_columns()}",
             [*vals, self.now(), card_id, version],
         )
-        return n == 1
 
     def list_cards(
         self,
@@ -248,11 +227,55 @@ class Tx(ClaimQueries):
         parent_id: int | None = None,
         run_id: int | None = None,
         ids: Sequence[int] = (),
+        text: str | None = None,
         limit: int = 500,
         offset: int = 0,
     ) -> list[Card]:
+        return [
+            rows.card(r, deps)
+            for r, deps in self._card_rows(
+                project_id=project_id,
+                statuses=statuses,
+                assignee=assignee,
+                unassigned=unassigned,
+                label=label,
+                parent_id=parent_id,
+                run_id=run_id,
+                ids=ids,
+                text=text,
+                limit=limit,
+                offset=offset,
+            )
+        ]
+
+    def list_card_dicts(self, **filters: Any) -> list[dict[str, Any]]:
+        """``list_cards``' cards (same filters) as their dictionaries, built from the rows."""
+        return [rows.card_dict(r, deps) for r, deps in self._card_rows(**filters)]
+
+    def _card_rows(
+        self,
+        *,
+        project_id: int | None = None,
+        statuses: Sequence[str] = (),
+        assignee: str | None = None,
+        unassigned: bool = False,
+        label: str | None = None,
+        parent_id: int | None = None,
+        run_id: int | None = None,
+        ids: Sequence[int] = (),
+        text: str | None = None,
+        limit: int = 500,
+        offset: int = 0,
+    ) -> list[tuple[Row, tuple[int, ...]]]:
         where: list[str] = []
         params: list[Any] = []
+        if text:
+            like = "%" + re.sub(r"([\\%_])", r"\\\1", text.lower()) + "%"
+            where.append(
+                "(lower(title) LIKE ? ESCAPE '\\' OR lower(description) LIKE ? ESCAPE '\\'"
+                " OR id IN (SELECT card_id FROM comments WHERE lower(body) LIKE ? ESCAPE '\\'))"
+            )
+            params.extend([like, like, like])
         if project_id is not None:
             where.append("project_id = ?")
             params.append(project_id)
@@ -284,7 +307,7 @@ class Tx(ClaimQueries):
             f"SELECT * FROM cards{clause} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
         )
         deps = self.dependencies_of([r["id"] for r in got])
-        return [rows.card(r, tuple(deps.get(r["id"], ()))) for r in got]
+        return [(r, tuple(deps.get(r["id"], ()))) for r in got]
 
     def ready_cards(
         self,
@@ -292,9 +315,12 @@ class Tx(ClaimQueries):
         assignees: Sequence[str] = (),
         unassigned: bool = True,
         project_id: int | None = None,
+        run_id: int | None = None,
+        run_statuses: Sequence[str] = (),
         limit: int = 500,
     ) -> list[Card]:
-        """``todo`` cards whose dependencies are all done, for the given claim set."""
+        """``todo`` cards whose dependencies are all done, for the given claim set (only
+        the cards of run ``run_id``; only cards in no run or a run in ``run_statuses``)."""
         who: list[str] = []
         params: list[Any] = []
         if assignees:
@@ -308,6 +334,16 @@ class Tx(ClaimQueries):
         if project_id is not None:
             extra = " AND project_id = ?"
             params.append(project_id)
+        if run_id is not None:
+            extra += " AND run_id = ?"
+            params.append(run_id)
+        if run_statuses:
+            extra += (
+                " AND (run_id IS NULL OR run_id IN (SELECT id FROM runs WHERE status IN ("
+                + ",".join("?" * len(run_statuses))
+                + ")))"
+            )
+            params.extend(run_statuses)
         got = self.all(
             f"SELECT * FROM cards WHERE status = 'todo' AND ({' OR '.join(who)}){extra} "
             f"AND NOT {NOT_READY} ORDER BY priority, id LIMIT ?",
@@ -457,6 +493,9 @@ class Tx(ClaimQueries):
         got = self.scalar("SELECT response FROM idempotency WHERE key = ?", (key,))
         return dict(json.loads(got)) if got else None
 
+    def idempotency_row(self, key: str) -> Row | None:
+        return self.one("SELECT * FROM idempotency WHERE key = ?", (key,))
+
     def remember(self, key: str, scope: str, card_id: int | None, response: dict[str, Any]) -> None:
         self.run(
             "INSERT INTO idempotency (key, scope, card_id, response, created_at) "
@@ -466,20 +505,17 @@ class Tx(ClaimQueries):
 
     # -- locks (single-flight leases) ----------------------------------------------
     def acquire_lock(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take or renew a lease; an expired lease is taken over."""
+        """Take or renew a lease; an expired lease is taken over. One statement: a free
+        lease is inserted, one of the same holder or expired is updated, any other is
+        left as it is (nothing written)."""
         now = self.now()
-        n = self.run(
-            "UPDATE locks SET holder = ?, acquired_at = ?, expires_at = ? "
-            "WHERE name = ? AND (holder = ? OR expires_at <= ?)",
-            (holder, now, now + ttl_ms, name, holder, now),
-        )
-        if n == 1:
-            return True
         return (
             self.run(
                 "INSERT INTO locks (name, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (name) DO NOTHING",
-                (name, holder, now, now + ttl_ms),
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
+                "WHERE locks.holder = excluded.holder OR locks.expires_at <= ?",
+                (name, holder, now, now + ttl_ms, now),
             )
             == 1
         )
@@ -489,6 +525,10 @@ class Tx(ClaimQueries):
 
     def lock_row(self, name: str) -> Row | None:
         return self.one("SELECT * FROM locks WHERE name = ?", (name,))
+
+    def lock_rows(self) -> list[Row]:
+        """Every held lease, by name."""
+        return self.all("SELECT * FROM locks ORDER BY name")
 
     # -- agent turns (written by the supervisor's pool) ----------------------------------
     def turn_usage(self, card_id: int) -> list[dict[str, Any]]:

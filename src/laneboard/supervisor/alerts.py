@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from laneboard.domain.model import Actor, system
-from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
 
 SEVERITIES = ("info", "notice", "warning", "critical")
@@ -77,18 +76,12 @@ def _redacted(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def alert(tx: Tx, dedup_key: str) -> AlertRecord | None:
-    r = tx.one("SELECT * FROM alerts WHERE dedup_key = ?", (dedup_key,))
+    r = tx.alert_row(dedup_key)
     return _record(r) if r else None
 
 
 def alerts(tx: Tx, *, prefix: str = "", card_id: int | None = None) -> list[AlertRecord]:
-    params: list[Any]
-    where, params = ["substr(dedup_key, 1, ?) = ?"], [len(prefix), prefix]
-    if card_id is not None:
-        where.append("card_id = ?")
-        params.append(card_id)
-    got = tx.all(f"SELECT * FROM alerts WHERE {' AND '.join(where)} ORDER BY dedup_key", params)
-    return [_record(r) for r in got]
+    return [_record(r) for r in tx.alert_rows(prefix, card_id)]
 
 
 def raise_alert(
@@ -113,24 +106,16 @@ def raise_alert(
     prev = alert(tx, key)
     promoted = False
     if prev is None:
-        inserted = tx.run(
-            "INSERT INTO alerts (dedup_key, state, severity, payload, card_id, first_at, "
-            "sent_at, sends) VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (dedup_key) DO NOTHING",
-            (key, st, severity, dumps(body), card_id, now, now),
-        )
-        if inserted != 1:  # another pass recorded it first: judge against its row
+        inserted = tx.insert_alert(key, st, severity, body, card_id, now)
+        if not inserted:  # another pass recorded it first: judge against its row
             prev = alert(tx, key)
     if prev is not None:
         same_state = prev.state == st
         if same_state and level <= rank(prev.severity):
             return False
         promoted = same_state
-        n = tx.run(
-            "UPDATE alerts SET state = ?, severity = ?, payload = ?, card_id = ?, sent_at = ?, "
-            "sends = sends + 1 WHERE dedup_key = ? AND state = ? AND severity = ?",
-            (st, severity, dumps(body), card_id, now, key, prev.state, prev.severity),
-        )
-        if n != 1:
+        sent = tx.resend_alert(key, st, severity, body, card_id, now, (prev.state, prev.severity))
+        if not sent:
             return False  # changed under us by a concurrent sender: it notified
     tx.append_event(
         "alert",
@@ -144,7 +129,7 @@ def raise_alert(
 
 def clear_alert(tx: Tx, dedup_key: str) -> bool:
     """Forget a key (its condition is over); the next occurrence is sent again."""
-    return tx.run("DELETE FROM alerts WHERE dedup_key = ?", (dedup_key[:KEY_MAX],)) == 1
+    return tx.delete_alert(dedup_key[:KEY_MAX])
 
 
 def clear_absent(tx: Tx, prefix: str, present: set[str]) -> list[str]:

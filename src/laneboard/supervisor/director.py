@@ -45,9 +45,11 @@ from laneboard.domain.model import Card, CardKind, CommentKind
 from laneboard.domain.roles import Role
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import records, triage
+from laneboard.supervisor import board_socket, records, sandboxing, triage
+from laneboard.supervisor.holds import place_hold
 from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
+from laneboard.workspace.git import primary_checkout
 
 DIRECTOR = handoff.DECIDER  # the lane's board identity
 QUESTION_ATTEMPTS = 2
@@ -100,11 +102,7 @@ def _rows_for(tx: Any, card_id: int, kind: str) -> list[QueueRow]:
 
 def open_question(tx: Any, card: Card) -> Any:
     """The newest agent question asked since the card entered ``in_progress``."""
-    r = tx.one(
-        "SELECT * FROM comments WHERE card_id = ? AND kind = ? AND author_kind = 'agent' "
-        "AND author <> ? ORDER BY id DESC LIMIT 1",
-        (card.id, CommentKind.QUESTION.value, DIRECTOR),
-    )
+    r = tx.newest_agent_question(card.id, CommentKind.QUESTION.value, DIRECTOR)
     if r is None or int(r["created_at"]) < card.status_since:
         return None
     return r
@@ -346,9 +344,9 @@ class DirectorLane:
                 with rt.store.write() as tx:
                     current = tx.card(card.id)
                     if current is not None:
-                        rt.board.hold(
+                        place_hold(
+                            rt,
                             tx,
-                            rt.actor,
                             current,
                             "route",
                             ROUTE_ATTEMPTS,
@@ -400,14 +398,12 @@ class DirectorLane:
             return lane
         rt = self.rt
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        tokdir = rt.config.state_path("tokens")
-        os.makedirs(tokdir, mode=0o700, exist_ok=True)
-        token_file = os.path.join(tokdir, f"director-{digest}.token")
+        token_file = sandboxing.token_file(rt.config, f"director-{digest}")
         env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
         env.update(
             {
                 "LANEBOARD_TOKEN_FILE": token_file,
-                "LANEBOARD_DATABASE_URL": rt.store.url,
+                "LANEBOARD_URL": board_socket.serve(rt.board, rt.config.state_path()).url,
                 "LANEBOARD_AGENT_STATE": rt.config.state_path("agents", "director"),
                 "LANEBOARD_AGENT_STDERR": rt.config.state_path(
                     "agents", "stderr", f"director-{digest}.log"
@@ -420,14 +416,19 @@ class DirectorLane:
         with rt.store.read() as tx:
             rec = records.session_record(tx, kind, lane_key)
         adapter = self._adapter(kind)
+        box = sandboxing.session_sandbox(
+            rt.config, kind=kind, lane_key=lane_key, cwd=key, env=env,
+            checkout=primary_checkout(key) if os.path.isdir(key) else None,
+            token=token_file, writable_cwd=False, database_url=rt.store.url,
+        )  # fmt: skip
         session: Session | None = None
         if rec is not None and rec.native_id:
             try:
-                session = adapter.open_session(key, rec.native_id, role, env)
+                session = adapter.open_session(key, rec.native_id, role, env, box)
             except AdapterError:
                 session = None
         if session is None:
-            session = adapter.open_session(key, None, role, env)
+            session = adapter.open_session(key, None, role, env, box)
         with rt.store.write() as tx:
             records.save_session(
                 tx,
@@ -464,11 +465,7 @@ class DirectorLane:
             epoch=card.claim_epoch,
             expires_at=rt.now() + rt.config.time.turn_timeout * 2000,
         )
-        tmp = lane.token_file + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(token)
-        os.replace(tmp, lane.token_file)
+        sandboxing.write_token(lane.token_file, token)
         with rt.store.write() as tx:
             records.set_row(tx, row.id, pid=lane.session.pid)
             turn_id = records.start_turn(
@@ -522,10 +519,8 @@ def resume_payload(tx: Any, card: Card) -> dict[str, str]:
     answer = tx.comment(int(cid))
     if answer is None:
         return {}
-    last = tx.scalar(
-        "SELECT max(created_at) FROM queue WHERE card_id = ? AND kind = 'handoff'", (card.id,)
-    )
-    if last is not None and int(last) > answer.created_at:
+    last = tx.last_handoff_at(card.id)
+    if last is not None and last > answer.created_at:
         return {}
     aw = card.meta.get("awaiting") or {}
     asked = tx.comment(int(aw["comment"])) if aw.get("comment") else None

@@ -21,6 +21,7 @@ from laneboard.domain.clock import MINUTE_MS, Clock, iso
 from laneboard.domain.model import Card, CardKind
 from laneboard.store import Store
 from laneboard.supervisor import instances
+from laneboard.supervisor.reports_text import render_doctor as render  # noqa: F401
 from laneboard.supervisor.triage import unconsumed
 
 HOUR_MS = 60 * MINUTE_MS
@@ -61,7 +62,7 @@ def _accepted_unlanded(card: Card | None, round_: int) -> bool:
 
 def _has_lanes(store: Store) -> bool:
     with store.read() as tx:
-        return tx.one("SELECT version FROM schema_migrations WHERE version = 30") is not None
+        return tx.has_migration(30)
 
 
 def doctor_report(
@@ -84,30 +85,16 @@ def doctor_report(
         here = machine or instances.machine_name()
         marks = [  # only this machine's patrol vouches for this machine's supervisor
             {"name": r["name"], "at": int(r["at"]), "info": json.loads(r["info"])}
-            for r in tx.all("SELECT * FROM patrol_marks WHERE name = ?", (f"patrol:{here}",))
+            for r in [tx.patrol_mark(f"patrol:{here}")]
+            if r is not None
         ]
         sup_row = instances.current(tx, here)
         sup_started = int(sup_row["started_at"]) if sup_row is not None else None
-        handoffs = tx.all(
-            "SELECT card_id, state, created_at FROM queue WHERE kind = 'handoff' "
-            "AND created_at >= ?",
-            (now - DAY,),
-        )
-        director_rows = tx.all(
-            "SELECT * FROM queue WHERE kind IN ('question', 'route') AND state = 'failed' "
-            "AND updated_at >= ?",
-            (now - 7 * DAY,),
-        )
-        failed_turns = tx.all(
-            "SELECT card_id, count(*) AS n FROM turns WHERE outcome IN "
-            "('failed', 'timed_out', 'lost', 'interrupted') AND started_at >= ? "
-            "GROUP BY card_id",
-            (now - 7 * DAY,),
-        )
-        deferrals = tx.all("SELECT * FROM deferrals WHERE failures >= ?", (DEFERRALS,))
-        processing = tx.all(
-            "SELECT * FROM queue WHERE kind = 'handoff' AND state = 'processing' AND pid IS NOT NULL"
-        )
+        handoffs = tx.handoffs_since(now - DAY)
+        director_rows = tx.failed_director_rows(now - 7 * DAY)
+        failed_turns = tx.failed_turn_counts(now - 7 * DAY)
+        deferrals = tx.deferrals_failing(DEFERRALS)
+        processing = tx.processing_handoffs_with_pid()
         handoff_unconsumed = unconsumed(tx, now)
     truncated = len(cards) >= BOARD_LIMIT
     by_id = {c.id: c for c in cards}
@@ -172,6 +159,7 @@ def doctor_report(
                     reason=c.meta.get("hold_reason"),
                     held_round=c.meta.get("hold_round"),
                     held_age_min=_age_min(now, c.meta.get("hold_at")),
+                    fix=c.meta.get("hold_fix") or None,
                 )
             )
     per_card: dict[int, list[str]] = defaultdict(list)
@@ -251,7 +239,7 @@ def doctor_report(
     lanes: dict[str, Any]
     if _has_lanes(store):
         with store.read() as tx:
-            lane_rows = tx.all("SELECT * FROM lanes WHERE state = 'active'")
+            lane_rows = tx.lane_rows(("active",))
         stale_lanes = [
             {"card": ref(int(r["card_id"])), "round": int(r["round"]), "path": r["path"]}
             for r in lane_rows
@@ -273,10 +261,17 @@ def doctor_report(
         reasons.append(f"supervisor {sup_state}")
     if patrol_stale:
         reasons.append("patrol has not completed recently")
+    reasons += boundary_reasons(status.get("boundary"))
+    for lease in status.get("leases") or []:
+        if lease["blocking"]:
+            reasons.append(
+                f"the {lease['name']} lease is held by {lease['holder']}, which is dead "
+                f"({lease['holder_dead']}): it blocks every pass until the next tick breaks it"
+            )
     for name, items in (
         ("stuck cards", stuck),
         ("blocked acceptances", blocked_acceptance),
-        ("looping cards", [x for v in looping.values() for x in v]),
+        ("looping cards", sorted({x["card"] for v in looping.values() for x in v})),
         ("awaiting cards", awaiting),
         ("exhausted question or route rows", question_lane),
         ("unconsumed handoffs", handoff_unconsumed),
@@ -285,6 +280,7 @@ def doctor_report(
         ("stale lanes", lanes.get("stale") or []),
         ("unlanded accepted cards", lanes.get("unlanded") or []),
         ("overdue schedules", overdue_schedules),
+        ("broken schedules", list(schedules.get("broken") or [])),
     ):
         if items:
             reasons.append(f"{len(items)} {name}")
@@ -309,45 +305,18 @@ def doctor_report(
         "orphaned": orphaned,
         "lanes": lanes,
         "schedules": schedules,
+        "boundary": status.get("boundary"),
+        "leases": status.get("leases") or [],
     }
 
 
-def render(r: dict[str, Any]) -> str:
-    lines = [
-        f"attention   {'YES' if r['attention'] else 'no'}"
-        + (f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""),
-        f"supervisor  {r['supervisor']['state']} ({r['supervisor']['detail']})",
-        f"patrol      last ok {r['patrol']['last_ok_at'] or 'never'}"
-        + (" STALE" if r["patrol"]["stale"] else ""),
-        "queue       "
-        + (", ".join(f"{k} {v}" for k, v in sorted(r["queue"]["counts"].items())) or "empty"),
-        f"sessions    {len(r['sessions'])} live",
-        f"board       {r['board']['cards_read']} cards read"
-        + (" TRUNCATED" if r["board"]["truncated"] else ""),
-    ]
-
-    def section(title: str, items: list[dict[str, Any]]) -> None:
-        if items:
-            lines.append(f"{title} ({len(items)})")
-            for item in items:
-                lines.append("  " + " ".join(f"{k}={v}" for k, v in item.items() if v is not None))
-
-    section("stuck", r["stuck"])
-    section("in_review waiting on a human", r["in_review_waiting_human"])
-    section("blocked acceptance", r["blocked_acceptance"])
-    for kind, items in r["looping"].items():
-        if kind != "total":
-            section(f"looping: {kind}", items)
-    section("awaiting", r["awaiting"])
-    section("question lane", r["question_lane"])
-    section("handoff unconsumed", r.get("handoff_unconsumed") or [])
-    section("unowned", r["unowned"])
-    section("orphaned", r["orphaned"])
-    if r["lanes"]["checked"]:
-        section("stale lanes", r["lanes"]["stale"])
-        section("unlanded", r["lanes"]["unlanded"])
-    else:
-        lines.append(r["lanes"]["note"])
-    if r["schedules"].get("overdue"):
-        section("overdue schedules", r["schedules"]["overdue"])
-    return "\n".join(lines)
+def boundary_reasons(b: dict[str, Any] | None) -> list[str]:
+    """No sandbox or a role no kind can run needs a human; an explained ``off`` is shown."""
+    if not b:
+        return []
+    out = []
+    if not b["sandbox"]["ok"]:
+        out.append(f"sandbox unavailable ({b['sandbox']['problem']})")
+    for role in b.get("unrunnable") or []:
+        out.append(f"role {role} has no available agent kind")
+    return out

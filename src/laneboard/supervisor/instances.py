@@ -13,7 +13,6 @@ from laneboard.domain.clock import iso
 from laneboard.domain.timecontract import TimeContract
 from laneboard.errors import LaneboardError
 from laneboard.store.base import Row
-from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
 
 MACHINE_LOCK = 7_211_002
@@ -67,17 +66,11 @@ def verdict(row: Row | None, now: int, time: TimeContract, *, local: bool = True
 
 
 def current(tx: Tx, machine: str) -> Row | None:
-    return tx.one(
-        "SELECT * FROM supervisors WHERE machine = ? AND state IN "
-        "('starting', 'running') ORDER BY started_at DESC LIMIT 1",
-        (machine,),
-    )
+    return tx.current_supervisor(machine)
 
 
 def latest(tx: Tx, machine: str) -> Row | None:
-    return tx.one(
-        "SELECT * FROM supervisors WHERE machine = ? ORDER BY started_at DESC LIMIT 1", (machine,)
-    )
+    return tx.latest_supervisor(machine)
 
 
 def register(tx: Tx, machine: str, time: TimeContract, info: dict[str, Any]) -> str:
@@ -93,43 +86,26 @@ def register(tx: Tx, machine: str, time: TimeContract, info: dict[str, Any]) -> 
                 f"a supervisor is already running on {machine} (pid {v.pid}, {v.state})",
                 "stop it first (kill -TERM its pid) or use lb status",
             )
-        tx.run("UPDATE supervisors SET state = 'dead' WHERE id = ?", (row["id"],))
+        tx.mark_supervisor_dead(row["id"])
     iid = f"{machine}:{os.getpid()}:{now}"
-    tx.run(
-        "INSERT INTO supervisors (id, machine, pid, started_at, heartbeat_at, state, info) "
-        "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-        (iid, machine, os.getpid(), now, now, dumps(info)),
-    )
+    tx.insert_supervisor(iid, machine, os.getpid(), now, info)
     return iid
 
 
 def beat(
     tx: Tx, iid: str, *, tick_started_at: int | None = None, info: dict[str, Any] | None = None
 ) -> None:
-    if info is None:
-        tx.run(
-            "UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ? WHERE id = ?",
-            (tx.now(), tick_started_at, iid),
-        )
-    else:
-        tx.run(
-            "UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ?, info = ? WHERE id = ?",
-            (tx.now(), tick_started_at, dumps(info), iid),
-        )
+    tx.supervisor_beat(iid, tick_started_at, info)
 
 
 def stop(tx: Tx, iid: str) -> None:
-    tx.run(
-        "UPDATE supervisors SET state = 'stopped', heartbeat_at = ? WHERE id = ?", (tx.now(), iid)
-    )
+    tx.stop_supervisor(iid)
 
 
 def live_instance_ids(tx: Tx, machine: str, time: TimeContract) -> set[str]:
     now = tx.now()
     out = set()
-    for r in tx.all(
-        "SELECT * FROM supervisors WHERE machine = ? AND state = 'running'", (machine,)
-    ):
+    for r in tx.running_supervisors(machine):
         if verdict(r, now, time).state in ("running", "starting", "wedged", "unresponsive"):
             out.add(str(r["id"]))
     return out

@@ -1,10 +1,19 @@
-"""One logfmt log file, rotated by size by the program itself."""
+"""Logs: one logfmt file per process, rotated by size by the program itself.
+
+``supervisor.log`` is written by ``lb start`` and the one-shot passes (``lb loop …``),
+``server.log`` by ``lb serve`` when it runs as a service; both live in the state
+directory. Several processes may append to one file: a lock file beside it serializes
+the size check, the rotation and the append. ``lb logs`` reads them (``logs_read``).
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from laneboard.store import redact_url
@@ -21,6 +30,9 @@ def redact(text: str) -> str:
     """Hide tokens, keys and credentials in URLs before they reach a log or an event."""
     import re
 
+    from laneboard.secrets import scrub
+
+    text = scrub(text)
     text = re.sub(r"lbt_[A-Za-z0-9_\-]{8,}", "lbt_***", text)
     text = re.sub(r"(?i)(api[_-]?key|token|secret|password)=([^\s&]+)", r"\1=***", text)
     text = re.sub(r"\b(sk-[A-Za-z0-9]{6})[A-Za-z0-9_\-]+", r"\1***", text)
@@ -34,6 +46,17 @@ class LogFile:
         self.keep = keep
         self._lock = threading.Lock()
         os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This thread and every other process writing the same file, one at a time."""
+        with self._lock:
+            fd = os.open(self.path + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
 
     def _rotate(self) -> None:
         for i in range(self.keep - 1, 0, -1):
@@ -58,7 +81,7 @@ class LogFile:
             if v is not None:
                 parts.append(f"{k}={_quote(redact(str(v)))}")
         line = " ".join(parts) + "\n"
-        with self._lock:
+        with self._locked():
             try:
                 if os.path.getsize(self.path) + len(line) > self.max_bytes:
                     self._rotate()
@@ -75,3 +98,64 @@ class LogFile:
 
     def error(self, component: str, message: str, **fields: Any) -> None:
         self.write("error", component, message, **fields)
+
+
+PROCESSES = ("supervisor", "server")
+
+
+def process_log(state_dir: str, process: str) -> str:
+    """The log file of one process kind (``supervisor`` or ``server``)."""
+    return os.path.join(state_dir, f"{process}.log")
+
+
+class OutputCapture:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so child
+    processes that inherit them too) into a log file as logfmt lines."""
+
+    def __init__(self, log: LogFile, *, discard_stdout: bool = False) -> None:
+        self.log = log
+        self.discard_stdout = discard_stdout
+        self._saved: list[tuple[int, int]] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> OutputCapture:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pairs = [(1, "stdout"), (2, "stderr")]
+        if self.discard_stdout:  # a report printed every minute is not worth a log line
+            self._saved.append((1, os.dup(1)))
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+            pairs = [(2, "stderr")]
+        for fd, name in pairs:
+            read_end, write_end = os.pipe()
+            self._saved.append((fd, os.dup(fd)))
+            os.dup2(write_end, fd)
+            os.close(write_end)
+            t = threading.Thread(target=self._pump, args=(read_end, name), daemon=True)
+            t.start()
+            self._threads.append(t)
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        return self
+
+    def _pump(self, fd: int, stream: str) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for raw in pipe:
+                text = raw.decode("utf-8", "replace").rstrip("\n")
+                if text.strip():
+                    self.log.write("info", "output", text, stream=stream)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        for fd, saved in self._saved:
+            os.dup2(saved, fd)
+            os.close(saved)
+        for t in self._threads:
+            t.join(timeout)
+        self._saved, self._threads = [], []

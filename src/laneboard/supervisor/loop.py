@@ -1,10 +1,16 @@
-"""The resident supervisor: two clocks (ping, tick), early ticks on events, the pool.
+"""The resident supervisor: two clocks (ping, tick), early ticks on events, the pool,
+and every run the supervisor drives on its own clock (``supervisor.runs.RunsClock``).
 
 A tick runs the registered passes in order (patrol → workflow → poll; a pass that is
 not built yet is simply absent from the registry) under a single-flight lease in the
 store, so overlapping ticks — in this process, another process or another machine —
 skip instead of double-claiming. A tick that finds the event log unchanged and nothing
 time-based due costs one indexed read and writes nothing.
+
+Between clocks the loop sleeps in ``store.notify.Broadcaster.wait``: a write through
+this process (an agent's call on the board socket, a turn ending) wakes it at once, a
+write by another process or machine through NOTIFY on PostgreSQL, and polling every
+``event_poll_ms`` only while nothing listens.
 """
 
 from __future__ import annotations
@@ -17,11 +23,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.supervisor import instances, patrol, poll, workflow
+from laneboard.domain.cursor import EventCursor
+from laneboard.store.notify import Broadcaster, WakingEvent
+from laneboard.supervisor import (
+    cluster,
+    instances,
+    leases,
+    notifier,
+    patrol,
+    poll,
+    session_files,
+    workflow,
+)
 from laneboard.supervisor.pool import Pool
+from laneboard.supervisor.runs import RunsClock
 from laneboard.supervisor.runtime import Runtime
 
-TICK_LOCK = "tick"
+TICK_LOCK = "tick"  # per machine: tick_lock(machine)
+CLOCK_CHECK_S = 1.0  # the longest the loop sleeps without looking at its clocks
+
+
+def tick_lock(machine: str) -> str:
+    """The lease that keeps one tick at a time on a machine (the cluster's passes take
+    their own: ``cluster.take``)."""
+    return f"{TICK_LOCK}:{machine}"
+
+
 PassFn = Callable[[Runtime, bool], dict[str, Any]]
 
 
@@ -37,20 +64,26 @@ PASSES["workflow"] = workflow.workflow_pass  # reviews, acceptance, epics
 
 def _lanes_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
     """Land done cards closed without landing, clean the lanes of terminal cards
-    (worktree, then merged branch) and drop the records of lanes that are provably gone.
-    Unmerged branches are never deleted."""
+    (worktree, then merged branch), drop the records of lanes that are provably gone, and
+    prune the session files (stderr, agent homes, tokens) of cards that ended. Unmerged
+    branches are never deleted."""
     if dry_run:
         return {"dry_run": True}
     from laneboard.workspace.land import cleanup_terminal, land_closed, sweep_lanes
 
-    landed = [r for r in land_closed(rt.store) if r.get("landed")]
+    landed = [r for r in land_closed(rt.store, clones=rt.clones) if r.get("landed")]
     for r in landed:
         rt.log.info("lanes", "closed card landed", card=r.get("card"))
-    cleaned = [c for c in cleanup_terminal(rt.store) if c.get("action") == "cleaned"]
+    cleaned = [
+        c for c in cleanup_terminal(rt.store, clones=rt.clones) if c.get("action") == "cleaned"
+    ]
     swept = sweep_lanes(rt.store)
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
-    return {"landed": landed, "cleaned": cleaned, "swept": swept}
+    pruned = session_files.prune(rt)
+    for ref in pruned:
+        rt.log.info("lanes", "session files pruned", card=ref)
+    return {"landed": landed, "cleaned": cleaned, "swept": swept, "pruned": pruned}
 
 
 PASSES["lanes"] = _lanes_pass
@@ -78,55 +111,75 @@ class TickResult:
 
 
 class Ticker:
-    """Runs ticks; remembers the event high-water mark to make idle ticks free."""
+    """Runs ticks; remembers the log's cursor at its last tick to make idle ticks free."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.last_mark: int | None = None
+        self.last_marks: tuple[EventCursor, EventCursor] | None = None
         self.next_due_ms = 0
-        self.holder = f"{rt.machine}:{os.getpid()}:{id(self)}"
+        self._own = f"{rt.machine}:{os.getpid()}:{id(self)}"
+
+    @property
+    def holder(self) -> str:
+        """Who holds this machine's tick lease: the instance's tick (fenced with it)."""
+        return f"{self.rt.instance}/tick" if self.rt.instance else self._own
 
     def tick(self, *, force: bool = False, dry_run: bool = False) -> TickResult:
         rt = self.rt
         started = time.perf_counter()
-        with rt.store.read() as tx:
-            mark = tx.max_event_id()
+        with rt.store.autocommit() as tx:
+            # read before the passes: whatever is logged after it is seen by the next tick
+            marks = tx.log_marks()
+            changed = self.last_marks is None or tx.log_changed(self.last_marks)
         now = rt.now()
-        if not force and mark == self.last_mark and now < self.next_due_ms:
+        if not force and not changed and now < self.next_due_ms:
             return TickResult("idle", "nothing changed", {}, (time.perf_counter() - started) * 1000)
         if dry_run:
             out = {name: fn(rt, True) for name, fn in registered_passes()}
             return TickResult("ran", "dry run", out, (time.perf_counter() - started) * 1000)
-        ttl = max(rt.config.time.turn_timeout * 1000, 60_000)
+        ttl = cluster.pass_ttl_ms(rt)
+        lock = tick_lock(rt.machine)
         with rt.store.write() as tx:
-            if not tx.acquire_lock(TICK_LOCK, self.holder, ttl):
-                row = tx.lock_row(TICK_LOCK)
-                holder = row["holder"] if row else "?"
-                return TickResult(
-                    "skipped",
-                    f"tick lock held by {holder}",
-                    {},
-                    (time.perf_counter() - started) * 1000,
-                )
+            taken, note = leases.acquire(tx, lock, self.holder, ttl, rt.machine)
+            if not taken:
+                return TickResult("skipped", note, {}, (time.perf_counter() - started) * 1000)
+            if note:
+                rt.log.warn("tick", note)
             if rt.instance:
                 instances.beat(tx, rt.instance, tick_started_at=tx.now())
+            notifier.ensure(tx, rt.machine)
+            shared = [n for n, _ in registered_passes() if n in cluster.CLUSTER_PASSES]
+            runs, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
         results: dict[str, Any] = {}
         try:
             for name, fn in registered_passes():
                 try:
-                    results[name] = fn(rt, False)
+                    if name in busy:
+                        results[name] = {"skipped": f"running on {busy[name]}"}
+                    else:
+                        results[name] = fn(rt, False)
                 except Exception as exc:  # one failing pass never stops the others
                     rt.log.error("tick", f"{name} pass failed: {type(exc).__name__}: {exc}")
                     results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            results["notify"] = self._notify()
         finally:
             with rt.store.write() as tx:
-                tx.release_lock(TICK_LOCK, self.holder)
+                cluster.give_back(tx, rt, runs)
+                tx.release_lock(lock, self.holder)
                 if rt.instance:
                     instances.beat(tx, rt.instance, tick_started_at=None)
-        with rt.store.read() as tx:
-            self.last_mark = tx.max_event_id()
+        # the marks read before the passes: a write that landed during them (an agent's
+        # delivery, a finished turn) is still news for the next tick, never counted as seen
+        self.last_marks = marks
         self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
+
+    def _notify(self) -> dict[str, Any]:
+        try:
+            return {"sent": len(notifier.flush(self.rt))}
+        except Exception as exc:  # a failing sink never stops the tick
+            self.rt.log.error("tick", f"notify failed: {type(exc).__name__}: {exc}")
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 class Supervisor:
@@ -137,15 +190,23 @@ class Supervisor:
         rt: Runtime,
         pool: Pool | None = None,
         extra_clocks: list[tuple[str, int, Callable[[], Any]]] | None = None,
+        *,
+        drive_runs: bool = True,
     ) -> None:
         self.rt = rt
         self.pool = pool or Pool(rt)
+        # lb start ticks every run on its own clock; lb run drives its one run itself
+        self.runs: RunsClock | None = RunsClock(rt, self.pool) if drive_runs else None
         rt.pool_alive = lambda: not self.pool.stopping
         self.ticker = Ticker(rt)
-        self.stop_event = threading.Event()
+        self.wakeups = Broadcaster(rt.store, poll_s=rt.config.event_poll_ms / 1000)
+        self.stop_event = WakingEvent()
+        self.stop_event.wakeups = self.wakeups
+        self.pool.changed.wakeups = self.wakeups
         self.extra_clocks = extra_clocks or []
         self.ticks = 0
         self.last_tick: TickResult | None = None
+        self.monotonic: Callable[[], float] = time.monotonic  # the debounce's clock
 
     def install_signals(self) -> None:
         def handler(signum: int, _frame: Any) -> None:
@@ -160,7 +221,9 @@ class Supervisor:
         with rt.store.write() as tx:
             rt.instance = instances.register(tx, rt.machine, rt.config.time, {"pid": os.getpid()})
         rt.log.info("supervisor", "started", instance=rt.instance)
+        notifier.start(rt)
         self.pool.recover()
+        self.pool.settle_sessions()  # rows a crashed supervisor left claiming a process
 
     def _beat(self) -> None:
         assert self.rt.instance is not None
@@ -170,9 +233,27 @@ class Supervisor:
             "ticks": self.ticks,
             "pool": self.pool.describe(),
             "last_tick": self.last_tick.to_dict() if self.last_tick else None,
+            "runs": self.runs.report() if self.runs is not None else None,
         }
         with self.rt.store.write() as tx:
             instances.beat(tx, self.rt.instance, info=info)
+        if cluster.fenced(self.rt):
+            self._rejoin()
+            return
+        try:
+            cluster.sweep(self.rt)
+        except Exception as exc:  # failover is retried at the next beat
+            self.rt.log.error("failover", f"sweep failed: {type(exc).__name__}: {exc}")
+
+    def _rejoin(self) -> None:
+        """Another supervisor fenced this one (it missed its heartbeats): its cards were
+        taken over. Interrupt what still runs here and register again, as a new instance."""
+        rt = self.rt
+        rt.log.warn("failover", "this supervisor was fenced: its cards went to others")
+        self.pool.interrupt_all()
+        with rt.store.write() as tx:
+            rt.instance = instances.register(tx, rt.machine, rt.config.time, {"pid": os.getpid()})
+        rt.log.info("supervisor", "registered again", instance=rt.instance)
 
     def ping(self) -> None:
         """Liveness of the pool and of agent processes; recovers rows whose agent died."""
@@ -189,7 +270,13 @@ class Supervisor:
         next_beat = next_ping = 0
         next_extra = {name: 0 for name, _, _ in self.extra_clocks}
         wake_at: float | None = 0.0  # tick at once on start
-        last_mark = -1
+        debounce = rt.config.debounce_ms / 1000
+        last_tick = float("-inf")  # when the last tick ended (monotonic)
+        self.wakeups.start()
+        pulse = threading.Thread(target=self._pulse, name="laneboard-heartbeat", daemon=True)
+        pulse.start()
+        with rt.store.autocommit() as tx:
+            marks = tx.log_marks()
         try:
             while not self.stop_event.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
@@ -208,23 +295,68 @@ class Supervisor:
                         except Exception as exc:
                             rt.log.error("supervisor", f"{name} failed: {exc}")
                         next_extra[name] = now + every_ms
-                with rt.store.read() as tx:
-                    mark = tx.max_event_id()
-                if mark != last_mark or self.pool.changed.is_set():
-                    self.pool.changed.clear()
-                    last_mark = mark
-                    if wake_at is None:
-                        wake_at = time.monotonic() + rt.config.debounce_ms / 1000
+                marks, moved = self._moved(marks)
+                if (moved or self.pool.changed.is_set()) and wake_at is None:
+                    # the first write after a quiet spell ticks at once; a burst of writes
+                    # waits for the debounce after the tick before, and makes one tick
+                    wake_at = max(self.monotonic(), last_tick + debounce)
+                self.pool.changed.clear()
                 due = now >= self.ticker.next_due_ms
-                if due or (wake_at is not None and time.monotonic() >= wake_at):
+                if due or (wake_at is not None and self.monotonic() >= wake_at):
                     wake_at = None
                     self.last_tick = self.ticker.tick(force=due)
+                    last_tick = self.monotonic()
                     if self.last_tick.state == "ran":
                         self.ticks += 1
+                if self.runs is not None:
+                    self.runs()
                 self.pool.drain()
-                self.stop_event.wait(rt.config.event_poll_ms / 1000)
+                self._sleep(marks, wake_at, [next_beat, next_ping, *next_extra.values()])
         finally:
+            self.stop_event.set()  # ends the heartbeat thread too
+            self.wakeups.close()
+            pulse.join(10)
             self.shutdown()
+
+    def _pulse(self) -> None:
+        """The instance's heartbeat on its own thread, every ``pool_heartbeat``: a long tick
+        (a landing running its checks) must not look like a dead host to the others. The
+        loop's own beat adds the pool's state and runs the failover sweep."""
+        every = self.rt.config.time.pool_heartbeat
+        while not self.stop_event.wait(every):
+            iid = self.rt.instance
+            if iid is None:
+                continue
+            try:
+                with self.rt.store.write() as tx:
+                    tx.supervisor_pulse(iid)
+            except Exception as exc:  # the store is away: the next pulse tries again
+                self.rt.log.warn("supervisor", f"heartbeat failed: {type(exc).__name__}: {exc}")
+
+    def _moved(
+        self, marks: tuple[EventCursor, EventCursor]
+    ) -> tuple[tuple[EventCursor, EventCursor], bool]:
+        """The log's marks now, and whether anything was logged since ``marks``."""
+        with self.rt.store.autocommit() as tx:
+            if not tx.log_changed(marks):
+                return marks, False
+            return tx.log_marks(), True
+
+    def _sleep(
+        self, marks: tuple[EventCursor, EventCursor], wake_at: float | None, clocks: list[int]
+    ) -> None:
+        """Until the next clock, the debounced tick, or a write after ``marks``."""
+        if self.stop_event.is_set() or self.pool.changed.is_set():
+            return
+        now_ms = self.rt.now()
+        due_ms = min([self.ticker.next_due_ms, *clocks])
+        left = max(0.0, (due_ms - now_ms) / 1000)
+        if wake_at is not None:  # a tick is coming: only the clocks can come first
+            self.stop_event.wait(min(left, max(0.0, wake_at - self.monotonic())))
+            return
+        # the clocks are read again within CLOCK_CHECK_S (an injected clock may jump); the
+        # log itself is polled inside the wait only while no NOTIFY can wake it
+        self.wakeups.wait_changed(marks, min(left, CLOCK_CHECK_S))
 
     def shutdown(self) -> None:
         rt = self.rt

@@ -1,8 +1,9 @@
 """What the pool does when a turn ends: finish, continue, retry or hold the row.
 
-Every bound here ends in a named action (SPEC §3): an undelivered card is continued for
-``HANDOFF_ATTEMPTS`` turns, a failing agent is retried ``RECOVERY_BOUND`` times and then
-holds the card, a session that cannot start is a dispatch failure that hands the claim
+Every bound here ends in a hold with its cycle's name (``holds.place_hold``): an
+undelivered card is continued for ``HANDOFF_ATTEMPTS`` turns and then held
+(``no_delivery``), a hanging agent is retried once (``hang``), a failing agent
+``RECOVERY_BOUND`` times (``agent_failure``), a session that cannot start is a dispatch failure that hands the claim
 back and holds at ``DISPATCH_FAILURE_BOUND``.
 """
 
@@ -11,19 +12,35 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from laneboard.agents.base import Session, TurnResult
+from laneboard.agents.base import ConfigurationError, Session, TurnResult
 from laneboard.domain.model import Card
-from laneboard.domain.status import Status
+from laneboard.domain.status import TERMINAL, Status
+from laneboard.errors import LaneboardError
+from laneboard.store.tx import Tx
 from laneboard.supervisor import records
 from laneboard.supervisor.director import open_question
+from laneboard.supervisor.holds import place_hold
 from laneboard.supervisor.records import QueueRow
 
 if TYPE_CHECKING:
     from laneboard.supervisor.pool import Pool
 
-RECOVERY_BOUND = 3
+RECOVERY_BOUND = 3  # agent failures (and supervisor crashes) of one row before its hold
+HANG_BOUND = 2  # a hang is retried once: the hold comes within 2 x the turn timeout
+EXHAUSTED = "handoff attempts exhausted"
+NO_DELIVERY_CYCLES = 1  # exhausted handoff rows of one card (across epochs) before its hold
 HANDOFF_ATTEMPTS = 3  # turns one handoff row gets to deliver its card
 DISPATCH_FAILURE_BOUND = 3
+DISPATCH_BACKOFF_MS = 10_000  # before the 2nd try; doubled before each later one
+
+
+def dispatch_backoff_ms(card: Card, now: int) -> int:
+    """How long the poll still waits before claiming a card whose dispatch failed (0: go)."""
+    n, at = card.meta.get("dispatch_failures"), card.meta.get("dispatch_failed_at")
+    if not isinstance(n, int) or n <= 0 or not isinstance(at, int):
+        return 0
+    wait: int = at + DISPATCH_BACKOFF_MS * (1 << (n - 1)) - now
+    return max(0, wait)
 
 
 def after_turn(
@@ -37,13 +54,31 @@ def after_turn(
     result: TurnResult,
     outcome: str,
 ) -> None:
+    """Record what the turn led to; only then is the session idle (closable by ping)."""
+    try:
+        _after_turn(pool, row, card, kind, key, rec_id, session, result, outcome)
+    finally:
+        with pool.lock:
+            live = pool.live.get((kind, key))
+            if live is not None and live.session is session:
+                live.busy, live.last_used = False, time.monotonic()
+
+
+def _after_turn(
+    pool: Pool,
+    row: QueueRow,
+    card: Card,
+    kind: str,
+    key: str,
+    rec_id: int | None,
+    session: Session,
+    result: TurnResult,
+    outcome: str,
+) -> None:
     rt = pool.rt
     with pool.lock:
-        live = pool.live.get((kind, key))
-        if live is not None:
-            live.busy, live.last_used = False, time.monotonic()
-        reopened = row.id in pool._reopened
-        pool._reopened.discard(row.id)
+        reopened = row.id in pool.reopened
+        pool.reopened.discard(row.id)
     fresh = rt.board.get(card.id)
     delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
     if outcome == "interrupted" and not delivered:
@@ -60,6 +95,9 @@ def after_turn(
             if rec_id is not None:
                 records.set_session_state(tx, rec_id, "idle")
         return
+    if outcome == "stopped" and not delivered:
+        stopped(pool, row, card, rec_id, session)
+        return
     fresh = rt.board.get(card.id)
     if (
         outcome == "ok"
@@ -75,23 +113,27 @@ def after_turn(
             if rec_id is not None:
                 records.set_session_state(tx, rec_id, "idle", session.pid)
         if outcome != "ok":
-            pool._forget(kind, key)
+            pool.forget(kind, key)
         return
-    # the turn failed while the card is still ours: crash or timeout
+    # the turn failed while the card is still ours: a hang (cut at the timeout) or a crash
     if outcome == "timed_out" or not session.alive():
-        pool._forget(kind, key)
+        pool.forget(kind, key)
     recoveries = row.recoveries + 1
-    if recoveries >= RECOVERY_BOUND:
+    hang = outcome == "timed_out"
+    bound = HANG_BOUND if hang else RECOVERY_BOUND
+    if recoveries >= bound:
+        cycle = "hang" if hang else "agent_failure"
+        what = "timed out" if hang else "failed"
         with rt.store.write() as tx:
             current = tx.card(card.id)
             if current is not None:
-                rt.board.hold(
+                place_hold(
+                    rt,
                     tx,
-                    rt.actor,
                     current,
-                    "crash recovery",
-                    RECOVERY_BOUND,
-                    f"the agent failed {recoveries} times; last error: {_redacted(result.error)}",
+                    cycle,
+                    bound,
+                    f"the agent {what} {recoveries} times; last error: {_redacted(result.error)}",
                 )
             records.set_row(
                 tx,
@@ -99,11 +141,11 @@ def after_turn(
                 state="failed",
                 recoveries=recoveries,
                 pid=None,
-                last_error=_redacted(result.error),
+                last_error=_redacted(result.error) or f"the turn {outcome}",
             )
             if rec_id is not None:
                 records.set_session_state(tx, rec_id, "closed")
-        rt.log.warn("pool", "card held after repeated agent failures", card=card.ref)
+        rt.log.warn("pool", f"card held: the agent {what} {recoveries} times", card=card.ref)
         return
     with rt.store.write() as tx:
         records.set_row(
@@ -125,29 +167,69 @@ def after_turn(
             records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
 
 
+def stopped(pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session) -> None:
+    """A person stopped the turn: the card is held for them; releasing the hold (moving it
+    to todo) dispatches it again, to the same session."""
+    rt = pool.rt
+    with pool.lock:
+        running = pool.running.get(row.id)
+        who = running.stopped_by if running and running.stopped_by else "a person"
+    question = (
+        f"{who} stopped the running turn on {card.ref}. Release the hold to let the agent "
+        f"continue in the same session (lb card move {card.ref} todo), or cancel the card."
+    )
+    with rt.store.write() as tx:
+        current = tx.card(card.id)
+        if current is not None and current.claim_epoch == row.epoch:
+            # the person who stopped it holds it: no alert to send them
+            place_hold(rt, tx, current, "stop", 1, f"stopped by {who}", reason="decision",
+                       announce=False, question=question)  # fmt: skip
+        records.set_row(tx, row.id, state="done", pid=None,
+                        payload={**row.payload, "note": f"stopped by {who}"})  # fmt: skip
+        if rec_id is not None:
+            records.set_session_state(tx, rec_id, "idle", session.pid if session.alive() else None)
+    rt.log.info("pool", "turn stopped; card held", card=card.ref, by=who)
+
+
 def continue_undelivered(
     pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session
 ) -> bool:
     """A turn ended well but left the card in progress, undelivered and not waiting on
     a question: the same session is asked to continue, up to ``HANDOFF_ATTEMPTS`` turns
-    for the row; then the row fails and the card is left to stale-claim recovery."""
+    for the row; then the row fails, and at the ``NO_DELIVERY_CYCLES``-th such row (counted
+    across claim epochs) the card is held (``no_delivery``) instead of waiting for
+    stale-claim recovery to start it over."""
     rt = pool.rt
     with rt.store.read() as tx:
         asked = open_question(tx, card)  # the director lane's own test of a waiting worker
     if asked is not None:
         return False  # it waits on its question: the answer re-dispatches it
+    exhausted = row.attempts >= HANDOFF_ATTEMPTS
     with rt.store.write() as tx:
         if rec_id is not None:
             records.set_session_state(tx, rec_id, "idle", session.pid)
-        if row.attempts >= HANDOFF_ATTEMPTS:
+        if exhausted:
+            error = f"{row.attempts} turns ended without delivering {card.ref}"
             records.set_row(
                 tx,
                 row.id,
                 state="failed",
                 pid=None,
-                last_error=f"{row.attempts} turns ended without delivering {card.ref}",
-                payload={**row.payload, "note": "handoff attempts exhausted"},
+                last_error=error,
+                payload={**row.payload, "note": EXHAUSTED},
             )
+            cycles = exhausted_cycles(tx, card)
+            current = tx.card(card.id)
+            if cycles >= NO_DELIVERY_CYCLES and current is not None:
+                place_hold(
+                    rt,
+                    tx,
+                    current,
+                    "no_delivery",
+                    NO_DELIVERY_CYCLES,
+                    f"{cycles} handoff(s) of {HANDOFF_ATTEMPTS} turns each ended without a "
+                    f"delivery (last: {error}).",
+                )
         else:
             records.set_row(
                 tx,
@@ -155,25 +237,70 @@ def continue_undelivered(
                 state="pending",
                 owner=None,
                 pid=None,
-                payload={
-                    **row.payload,
-                    "resume_reason": "your last turn ended but the card is still "
-                    "in progress and was not delivered",
-                    "resume_detail": "Finish the work and deliver it (lb card report, "
-                    "then lb card move in_review), or ask with lb card ask if a "
-                    "decision blocks you.",
-                },
+                payload={**row.payload, **continuation(tx.card(card.id) or card, row)},
             )
-    if row.attempts >= HANDOFF_ATTEMPTS:
-        rt.log.warn(
-            "pool",
-            f"{row.attempts} turns ended without a delivery; left to stale-claim recovery",
-            card=card.ref,
-        )
+    if exhausted:
+        rt.log.warn("pool", f"{row.attempts} turns ended without a delivery; card held",
+                    card=card.ref)  # fmt: skip
     else:
         rt.log.info("pool", "turn ended undelivered; asking the session to continue",
                     card=card.ref)  # fmt: skip
     return True
+
+
+def continuation(card: Card, row: QueueRow) -> dict[str, object]:
+    """What the session is told when it is asked to continue: the workflow's reason when it
+    sent the card back while this turn still ran (a reopened review, a rework), said once;
+    otherwise that the turn ended undelivered."""
+    info = card.meta.get("loop_resume")
+    if (
+        isinstance(info, dict)
+        and info.get("round") == card.delivery_round
+        and int(info.get("at") or 0) > row.created_at
+        and info.get("at") != row.payload.get("loop_resume_at")
+    ):
+        return {
+            "resume_reason": str(info.get("reason") or "the card was sent back to you"),
+            "resume_detail": str(info.get("detail") or ""),
+            "loop_resume_at": info.get("at"),
+        }
+    return {
+        "resume_reason": "your last turn ended but the card is still in progress and was "
+        "not delivered",
+        "resume_detail": "Finish the work and deliver it (lb card report, then lb card move "
+        "in_review), or ask with lb card ask if a decision blocks you.",
+    }
+
+
+def exhausted_cycles(tx: Tx, card: Card) -> int:
+    """Handoff rows of ``card`` that used up their turns without a delivery, over every
+    claim epoch since its last hold (a hold is an epoch: a person's release starts over)."""
+    since = int(card.meta.get("hold_at") or 0)
+    rows = records.queue_rows(tx, states=("failed",), card_id=card.id)
+    return sum(
+        1
+        for r in rows
+        if r.payload.get("note") == EXHAUSTED
+        and r.round == card.delivery_round
+        and r.created_at > since
+    )
+
+
+def moved_on(card: Card | None, row: QueueRow) -> str | None:
+    """How the card left this row's turn, or None while the turn is still its own:
+    ``delivered`` (its round reached review or done), ``terminal``, ``gone``,
+    ``reclaimed`` or ``moved to <status>``."""
+    if card is None:
+        return "gone"
+    if card.status is Status.IN_PROGRESS and card.claim_epoch == row.epoch:
+        return None
+    if card.delivery_round == row.round and card.status in (Status.IN_REVIEW, Status.DONE):
+        return "delivered"
+    if card.status in TERMINAL:
+        return "terminal"
+    if card.claim_epoch != row.epoch:
+        return "reclaimed"
+    return f"moved to {card.status.value}"
 
 
 def finish_row(pool: Pool, row: QueueRow, state: str, *, note: str) -> None:
@@ -181,8 +308,23 @@ def finish_row(pool: Pool, row: QueueRow, state: str, *, note: str) -> None:
         records.set_row(tx, row.id, state=state, pid=None, payload={**row.payload, "note": note})
 
 
-def dispatch_failed(pool: Pool, row: QueueRow, card: Card, error: str) -> None:
-    """A dispatch failure after the claim: hand the claim back now; hold at the 3rd."""
+CONFIG_CODES = frozenset({"CONFIG_INVALID", "SANDBOX_UNAVAILABLE"})
+
+
+def config_fix(exc: BaseException) -> str:
+    """What to repair when ``exc`` comes from the configuration (a missing binary, a
+    refused bypass, no sandbox); empty for any other failure."""
+    if isinstance(exc, ConfigurationError):
+        return exc.fix
+    if isinstance(exc, LaneboardError) and exc.code in CONFIG_CODES:
+        return exc.fix
+    return ""
+
+
+def dispatch_failed(pool: Pool, row: QueueRow, card: Card, error: str, fix: str = "") -> None:
+    """A dispatch failure after the claim: hand the claim back now; hold at the 3rd. A
+    failure caused by the configuration (``fix`` names the repair) holds as a
+    ``configuration`` hold carrying that fix."""
     rt = pool.rt
     error = _redacted(error) or "unknown error"
     rt.log.warn("pool", f"dispatch failed: {error}", card=card.ref)
@@ -192,18 +334,25 @@ def dispatch_failed(pool: Pool, row: QueueRow, card: Card, error: str) -> None:
         if current is None:
             return
         failures = int(current.meta.get("dispatch_failures", 0)) + 1
-        meta = {**current.meta, "dispatch_failures": failures, "dispatch_error": error[:500]}
+        meta = {
+            **current.meta,
+            "dispatch_failures": failures,
+            "dispatch_error": error[:500],
+            "dispatch_failed_at": tx.now(),  # the poll waits dispatch_backoff_ms from here
+        }
         if failures >= DISPATCH_FAILURE_BOUND:
             tx.update_card(card.id, current.version, {"meta": meta})
             held = tx.card(card.id)
             assert held is not None
-            rt.board.hold(
+            place_hold(
+                rt,
                 tx,
-                rt.actor,
                 held,
                 "dispatch",
                 DISPATCH_FAILURE_BOUND,
                 f"the agent could not be started {failures} times: {error}",
+                reason="configuration" if fix else "resource",
+                fix=fix,
             )
             return
         if current.status is Status.IN_PROGRESS and current.claim_epoch == row.epoch:
@@ -241,3 +390,30 @@ def _redacted(text: str | None) -> str | None:
     from laneboard.supervisor.logs import redact
 
     return redact(text)[:2000]
+
+
+def after_force_stop(
+    pool: Pool, row: QueueRow, card: Card, kind: str, key: str, rec_id: int | None
+) -> None:
+    """A turn cut by its run's force-stop: the row ends (never requeued), the session is
+    closed, and a claim the turn still held is released (the card goes back to todo)."""
+    rt = pool.rt
+    pool.forget(kind, key)
+    with rt.store.write() as tx:
+        records.set_row(
+            tx,
+            row.id,
+            state="failed",
+            pid=None,
+            last_error="interrupted: the run was force-stopped",
+        )
+        if rec_id is not None:
+            records.set_session_state(tx, rec_id, "closed")
+        fresh = tx.card(card.id)
+        if (
+            fresh is not None
+            and fresh.status is Status.IN_PROGRESS
+            and (fresh.claim_epoch == row.epoch)
+        ):
+            rt.board.move_in(tx, rt.actor, fresh, Status.TODO, reason="run force-stopped")
+    rt.log.info("pool", "turn interrupted by its run's force-stop", card=card.ref)

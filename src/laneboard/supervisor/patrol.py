@@ -10,16 +10,12 @@ and piped as JSON to the notify command. Each completed pass records its time as
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from laneboard.domain.model import system
-from laneboard.errors import LaneboardError
-from laneboard.store.rows import dumps
 from laneboard.store.tx import Tx
 from laneboard.supervisor.patrol_rows import (
     ROWS,
@@ -43,37 +39,27 @@ __all__ = [
     "patrol_pass",
     "plan",
     "run_patrol",
+    "settings_of",
 ]
 
 PATROL_ACTOR = system("Patrol")
 
 
 def load_settings(path: str | None = None, **overrides: Any) -> PatrolSettings:
-    """``[patrol]`` of the user's config file, then ``LANEBOARD_NOTIFY_COMMAND``, then flags."""
-    from laneboard.config import config_dir
+    """``[patrol]``: flags, then ``LANEBOARD_NOTIFY_COMMAND``, then the user's config file."""
+    from laneboard.config import patrol_values
 
-    path = path or os.path.join(config_dir(), "config.toml")
-    table: dict[str, Any] = {}
-    if os.path.isfile(path):
-        try:
-            with open(path, "rb") as fh:
-                table = dict(tomllib.load(fh).get("patrol", {}))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise LaneboardError(
-                "CONFIG_INVALID", f"cannot read {path}: {exc}", "fix the TOML syntax"
-            ) from None
-    if os.environ.get("LANEBOARD_NOTIFY_COMMAND"):
-        table["notify_command"] = os.environ["LANEBOARD_NOTIFY_COMMAND"]
-    table.update({k: v for k, v in overrides.items() if v is not None})
-    known = set(PatrolSettings.__dataclass_fields__)
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise LaneboardError(
-            "CONFIG_INVALID",
-            f"{path}: unknown patrol key {unknown[0]!r}",
-            f"known: {', '.join(sorted(known))}",
-        )
-    return replace(PatrolSettings(), **table).validate()
+    return replace(PatrolSettings(), **patrol_values(path, overrides)).validate()
+
+
+def settings_of(rt: Any) -> PatrolSettings:
+    """The runtime's ``[patrol]`` settings, read once per runtime (``lb start`` reads them
+    at start with its flags), not again at every tick."""
+    settings = getattr(rt, "patrol_settings", None)
+    if settings is None:
+        settings = load_settings()
+        rt.patrol_settings = settings
+    return settings
 
 
 # -- the ledger -------------------------------------------------------------------------
@@ -102,7 +88,7 @@ def _local_raise(
 ) -> bool:
     """Fallback ledger in ``patrol_marks``: send when the key is new or its state changed."""
     name = "alert:" + key
-    r = tx.one("SELECT info FROM patrol_marks WHERE name = ?", (name,))
+    r = tx.patrol_mark(name)
     if r is not None and json.loads(r["info"]).get("state") == state:
         return False
     mark(tx, name, {"state": state, "severity": severity})
@@ -116,23 +102,13 @@ def _local_raise(
 
 
 def mark(tx: Tx, name: str, info: dict[str, Any]) -> None:
-    if tx.one("SELECT name FROM patrol_marks WHERE name = ?", (name,)) is None:
-        tx.run(
-            "INSERT INTO patrol_marks (name, at, info) VALUES (?, ?, ?)",
-            (name, tx.now(), dumps(info)),
-        )
-    else:
-        tx.run(
-            "UPDATE patrol_marks SET at = ?, info = ? WHERE name = ?", (tx.now(), dumps(info), name)
-        )
+    tx.set_patrol_mark(name, info)
 
 
 def marks(tx: Tx, prefix: str) -> list[dict[str, Any]]:
     return [
         {"name": r["name"], "at": int(r["at"]), "info": json.loads(r["info"])}
-        for r in tx.all(
-            "SELECT * FROM patrol_marks WHERE name LIKE ? ORDER BY at DESC", (prefix + "%",)
-        )
+        for r in tx.patrol_marks_like(prefix)
     ]
 
 
@@ -229,7 +205,7 @@ def run_patrol(
 
 def patrol_pass(rt: Any, dry_run: bool) -> dict[str, Any]:
     """The tick's patrol pass (registered as ``PASSES["patrol"]``)."""
-    settings = getattr(rt, "patrol_settings", None) or load_settings()
+    settings = settings_of(rt)
     return run_patrol(
         rt.store,
         settings,

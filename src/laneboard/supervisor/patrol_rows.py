@@ -203,10 +203,7 @@ def _tiered(
 
 
 def _open_question(tx: Tx, card: Card) -> Any:
-    got = tx.one(
-        "SELECT * FROM comments WHERE card_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
-        (card.id, CommentKind.QUESTION.value),
-    )
+    got = tx.newest_comment_of_kind(card.id, CommentKind.QUESTION.value)
     if got is None or int(got["created_at"]) < card.status_since:
         return None
     return got
@@ -346,23 +343,11 @@ def _has_review(tx: Tx, card: Card) -> bool:
 
 def leader_alert(tx: Tx, now: int, s: PatrolSettings) -> Alert | None:
     """Only when leader-owed work exists; the leader is recognised by author, not kind."""
-    owed = tx.all(
-        "SELECT id, ref, status, status_since, acceptance_mode FROM cards WHERE status IN "
-        "('awaiting', 'blocked') OR (status = 'in_review' AND acceptance_mode = 'human') "
-        "ORDER BY status_since LIMIT 200"
-    )
+    owed = tx.leader_owed_cards()
     if not owed:
         return None
-    if s.leader:
-        who_sql, who_args = "actor = ?", (s.leader,)
-    else:
-        who_sql, who_args = "actor_kind = ?", ("human",)
     last = 0
-    for e in tx.all(
-        f"SELECT at, type, payload FROM events WHERE {who_sql} AND type IN "
-        "('comment.added', 'card.created', 'card.moved') ORDER BY id DESC LIMIT 500",
-        who_args,
-    ):
+    for e in tx.leader_actions(s.leader):
         p = json.loads(e["payload"])
         if e["type"] == "comment.added" and p.get("kind") not in LEADER_COMMENT_KINDS:
             continue
@@ -403,7 +388,7 @@ def peer_marker_at(tx: Tx, marker: str) -> int | None:
             return int(os.path.getmtime(marker) * 1000)
         except (OSError, ValueError):
             return None
-    r = tx.one("SELECT at FROM patrol_marks WHERE name = ?", (marker,))
+    r = tx.patrol_mark(marker)
     return int(r["at"]) if r else None
 
 
@@ -438,42 +423,16 @@ def due_card_ids(tx: Tx, now: int, s: PatrolSettings) -> list[int]:
     """
     m = MINUTE_MS
     lo, hi = REVIEW_KEY_RANGE
-    reads: list[tuple[str, tuple[Any, ...]]] = [
-        (
-            "SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at < ?",
-            (now - s.stale_min * m,),
-        ),
-        ("SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at > ?", (now + m,)),
-        (
-            "SELECT id FROM cards WHERE status = 'in_progress' AND heartbeat_at IS NULL "
-            "AND status_since <= ?",
-            (now - s.unreadable_after_min * m,),
-        ),
-        (
-            "SELECT c.id FROM comments q JOIN cards c ON c.id = q.card_id "
-            "WHERE q.kind = 'question' AND q.created_at < ? AND q.created_at >= c.status_since "
-            "AND c.status IN ('in_progress', 'awaiting')",
-            (now - s.question_min * m,),
-        ),
-        (
-            "SELECT id FROM cards WHERE status = 'blocked' AND status_since < ?",
-            (now - s.blocked_min * m,),
-        ),
-        (
-            "SELECT id FROM cards WHERE idempotency_key >= ? AND idempotency_key < ? "
-            "AND status IN ('todo', 'in_progress') AND created_at < ?",
-            (lo, hi, now - s.review_aging_min * m),
-        ),
-        (
-            "SELECT id FROM cards WHERE status = 'in_review' AND acceptance_mode <> 'off' "
-            "AND status_since < ?",
-            (now - s.review_missing_min * m,),
-        ),
-    ]
-    found: set[int] = set()
-    for sql, args in reads:
-        found.update(int(r["id"]) for r in tx.all(sql, args))
-    return sorted(found)
+    return tx.patrol_due_card_ids(
+        stale_before=now - s.stale_min * m,
+        future_after=now + m,
+        unreadable_before=now - s.unreadable_after_min * m,
+        question_before=now - s.question_min * m,
+        blocked_before=now - s.blocked_min * m,
+        review_keys=(lo, hi),
+        review_aging_before=now - s.review_aging_min * m,
+        review_missing_before=now - s.review_missing_min * m,
+    )
 
 
 def plan(

@@ -15,10 +15,7 @@ def ping_once(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
     """Read-mostly: marks dead instances, SIGTERMs a wedged local pool (not in dry run)."""
     actions: list[str] = []
     with rt.store.read() as tx:
-        rows = tx.all(
-            "SELECT * FROM supervisors WHERE machine = ? AND state IN ('starting', 'running')",
-            (rt.machine,),
-        )
+        rows = tx.live_supervisors(rt.machine)
         now = tx.now()
         processing = records.queue_rows(tx, machine=rt.machine, states=("processing",))
     verdicts = []
@@ -27,7 +24,7 @@ def ping_once(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
         verdicts.append(v.to_dict())
         if v.state == "absent" and not dry_run:
             with rt.store.write() as tx:
-                tx.run("UPDATE supervisors SET state = 'dead' WHERE id = ?", (row["id"],))
+                tx.mark_supervisor_dead(row["id"])
             actions.append(f"marked {row['id']} dead (process gone)")
         elif v.state == "wedged" and v.pid and not dry_run:
             try:

@@ -1,6 +1,8 @@
 """The poll pass — the cost gate: pool → candidates → budget → admit → brief → claim → enqueue.
 
-Nothing before the claim writes the card; a failure there defers it unclaimed. A
+Cards of a run that is not active or degraded are not claimed (a paused, stopping or
+ended run takes no new claims); under ``lb run`` only the run's own cards are. Nothing
+before the claim writes the card; a failure there defers it unclaimed. A
 card-scoped failure is counted (backoff 30 s doubling to 1 h from the 3rd, hold at the
 5th). The claim and the handoff row are one transaction.
 """
@@ -12,13 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.board.service import Candidate
+from laneboard.config import project_cap
 from laneboard.domain.clock import HOUR_MS
-from laneboard.domain.model import Card, CardKind
+from laneboard.domain.model import Card, CardKind, CommentKind
+from laneboard.domain.runs import CLAIMING
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import director, instances, records
+from laneboard.supervisor import boundary, director, instances, records
+from laneboard.supervisor.alerts import clear_alert, raise_alert
+from laneboard.supervisor.holds import place_hold
+from laneboard.supervisor.outcomes import dispatch_backoff_ms
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.admit import AdmissionError
 from laneboard.workspace.brief import write_brief
+from laneboard.workspace.lanes import LaneAdmitter
 
 BACKOFF_FROM = 3
 HOLD_AT = 5
@@ -69,11 +77,20 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     cfg = rt.config
     if not pool_is_alive(rt):
         res.skipped = "no resident pool on this machine (start one with: lb start)"
+        if not dry_run:
+            no_resident(rt)
         return res
+    with rt.store.read() as tx:
+        absent = tx.alert_row(f"no_resident|{rt.machine}") is not None
+    if absent and not dry_run:  # a pool runs again: the next absence is news
+        with rt.store.write() as tx:
+            clear_alert(tx, f"no_resident|{rt.machine}")
     with rt.store.read() as tx:
         live = records.queue_rows(tx, machine=rt.machine)
         deferred = records.deferred_until(tx)
         busy = records.active_card_ids(tx)
+        not_claiming = tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING))
+        not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
         now = tx.now()
     per_project: dict[int, int] = {}
     for row in live:
@@ -82,17 +99,23 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     if budget <= 0:
         res.skipped = f"budget exhausted ({len(live)} live or queued of {cfg.max_concurrency})"
         return res
+    projects = {p.id: p for p in rt.board.projects()}
     cands = rt.board.candidates(
-        assignees=list(cfg.claim_set),
+        assignees=list(rt.claim_set(projects.values())),
         include_unassigned=cfg.claim_unassigned,
         stale=cfg.recover_stale,
+        run_id=rt.run_scope,
+        run_statuses=tuple(s.value for s in CLAIMING),
         limit=max(budget * 4, 20),
     )
-    projects = {p.id: p for p in rt.board.projects()}
     for cand in cands:
         card = cand.card
         if card.kind is CardKind.EPIC:
             continue  # an epic is rolled up by the workflow pass, never handed to an agent
+        if card.run_id is not None and card.run_id in not_claiming:
+            continue  # its run is paused, stopping or ended: no new claims
+        if rt.run_scope is not None and card.run_id != rt.run_scope:
+            continue  # lb run claims its own run's cards only
         if budget <= 0:
             res.deferred.append({"card": card.ref, "reason": "budget", "counted": False})
             continue
@@ -101,10 +124,13 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         if deferred.get(card.id, 0) > now:
             res.deferred.append({"card": card.ref, "reason": "backoff", "counted": False})
             continue
-        if per_project.get(card.project_id, 0) >= cfg.per_project:
+        if dispatch_backoff_ms(card, now) > 0:  # its agent could not be started: not yet
+            res.deferred.append({"card": card.ref, "reason": "dispatch backoff", "counted": False})
+            continue
+        if per_project.get(card.project_id, 0) >= project_cap(cfg, projects.get(card.project_id)):
             res.deferred.append({"card": card.ref, "reason": "project cap", "counted": False})
             continue
-        role = rt.role_for(card.assignee)
+        role = rt.role_for(card.assignee, projects.get(card.project_id))
         if role is None:
             res.deferred.append(
                 {"card": card.ref, "reason": f"no role {card.assignee}", "counted": False}
@@ -112,6 +138,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             continue
         kind = rt.kind_for(role)
         if kind is None:
+            boundary.no_kind(rt, role, rt.choice_for(role).detail)
             res.deferred.append(
                 {
                     "card": card.ref,
@@ -152,6 +179,8 @@ def _dispatch(
     try:
         with rt.store.write() as tx:
             new = rt.board.claim_in(tx, rt.actor, card.id, role, None)
+            if isinstance(rt.admitter, LaneAdmitter):
+                rt.admitter.own(tx, new)  # a remote's lane: the record names this machine's
             row = records.enqueue(
                 tx,
                 "handoff",
@@ -206,14 +235,18 @@ def review_target_of(card: Card) -> int | None:
     return None
 
 
+def _in_my_clone(rt: Runtime, repo: str) -> bool:
+    return os.path.realpath(repo).startswith(os.path.realpath(rt.clones) + os.sep)
+
+
 def review_target(rt: Runtime, card: Card, project: Any) -> str:
     """A review runs in the reviewed card's own directory, never the shared checkout.
 
     The directory is the reviewed round's lane, else the one the original's last
-    handoff ran in. An epic has no lane of its own: its review is admitted like any
-    card (in a git project, a fresh lane of the current branch, where its children
-    landed). A review whose original never ran here, or whose directory is gone, is
-    deferred.
+    handoff ran in. A card with neither — an epic, or a round a person delivered by hand —
+    has its review admitted like any card (in a git project, a fresh lane of the current
+    branch, where that work was landed or committed). A review whose original's lane or
+    directory is gone is deferred.
     """
     from laneboard.workspace.lanes import lane_for
 
@@ -223,17 +256,20 @@ def review_target(rt: Runtime, card: Card, project: Any) -> str:
         original = tx.card(oid) if oid is not None else None
         rnd = card.meta.get("review_round")
         lane = lane_for(tx, original.id, rnd) if original and isinstance(rnd, int) else None
+        elsewhere = False
         if lane is not None and lane.state != "cleaned" and original is not None:
             project = tx.project(id=original.project_id)
             target = lane.target_dir(project.path if project else None)
+            elsewhere = bool(project and project.remote) and not _in_my_clone(rt, lane.repo)
         else:
-            row = tx.one(
-                "SELECT target_dir FROM queue WHERE card_id = ? AND kind = 'handoff' "
-                "ORDER BY id DESC LIMIT 1",
-                (oid,),
-            )
-            target = str(row["target_dir"]) if row else None
-    if target is None and original is not None and original.kind is CardKind.EPIC:
+            target = tx.last_handoff_target(oid)
+    if elsewhere and isinstance(rt.admitter, LaneAdmitter) and lane is not None:
+        # a round another machine ran: reviewed here, at its commit as pushed to the remote
+        return rt.admitter.admit_review(card, project, lane)
+    if target is None and original is not None and lane is None:
+        # no lane and no handoff ever ran it: an epic (its children landed on the current
+        # branch) or a round a person delivered by hand (committed on the current branch):
+        # the review runs in a fresh lane of the current branch, which holds that work
         assert rt.admitter is not None
         return rt.admitter.admit(card, project)
     if target is None or not os.path.isdir(target):
@@ -266,6 +302,21 @@ def resume_payload(card: Card) -> dict[str, Any]:
     return out
 
 
+def no_resident(rt: Runtime) -> None:
+    """Cards cannot be claimed here while no resident pool runs: one alert per absence."""
+    with rt.store.write() as tx:
+        raise_alert(
+            tx,
+            f"no_resident|{rt.machine}",
+            "absent",
+            "warning",
+            {"alert": "no_resident", "row": "no_resident", "machine": rt.machine,
+             "detail": "no resident pool runs on this machine: nothing is claimed here",
+             "fix": "start one with: lb start"},
+            actor=rt.actor,
+        )  # fmt: skip
+
+
 def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: PollResult) -> None:
     entry: dict[str, Any] = {"card": ref, "reason": error, "counted": scoped}
     res.deferred.append(entry)
@@ -285,10 +336,25 @@ def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: P
             project_id=card.project_id if card else None,
             payload={"failures": failures, "error": error},
         )
-        if failures >= HOLD_AT and card is not None:
-            rt.board.hold(
+        if failures == BACKOFF_FROM and card is not None:  # the backoff starts: say so
+            note = (
+                f"laneboard could not prepare {card.ref} {failures} times (last: {error}); "
+                f"it now retries with a backoff and holds the card at the {HOLD_AT}th failure."
+            )
+            tx.insert_comment(card_id, CommentKind.NOTE.value, note, rt.actor)
+            raise_alert(
                 tx,
-                rt.actor,
+                f"admission|{card.ref}",
+                f"failures={failures}",
+                "warning",
+                {"alert": "admission_failing", "card": card.ref, "failures": failures,
+                 "error": error, "hold_at": HOLD_AT},
+                actor=rt.actor, card_id=card_id, project_id=card.project_id,
+            )  # fmt: skip
+        if failures >= HOLD_AT and card is not None:
+            place_hold(
+                rt,
+                tx,
                 card,
                 "admission",
                 HOLD_AT,

@@ -3,7 +3,8 @@
 One worker session per card (keyed by agent kind and lane key), opened in the card's
 directory. The native session id is stored before a turn starts, so a crash can resume
 it; a session that cannot be resumed is replayed from the supervisor's own transcript.
-A row whose agent process is still alive is never given to a second worker.
+A row whose agent process is still alive is never given to a second worker. How a
+turn's session is opened (live, resumed, replayed or new) is in ``opening``.
 """
 
 from __future__ import annotations
@@ -12,26 +13,41 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.agents.base import Adapter, AdapterError, Session
-from laneboard.agents.env import agent_env
 from laneboard.agents.procs import pid_alive
 from laneboard.agents.registry import adapter_for
-from laneboard.board.tokens import Tokens
 from laneboard.domain import prompts
 from laneboard.domain.model import Card
 from laneboard.domain.roles import Role
 from laneboard.domain.status import Status
+from laneboard.domain.transcript import entry
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import instances, outcomes, records
+from laneboard.store.notify import WakingEvent
+from laneboard.store.tx import Tx
+from laneboard.supervisor import (
+    board_socket,
+    boundary,
+    instances,
+    opening,
+    outcomes,
+    records,
+    steering,
+)
+from laneboard.supervisor.holds import place_hold
+from laneboard.supervisor.opening import lane_key
 from laneboard.supervisor.outcomes import RECOVERY_BOUND, _redacted
 from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
-from laneboard.workspace.brief import brief_path
+from laneboard.supervisor.transcript_sink import TranscriptSink
+from laneboard.workspace import lanes
+from laneboard.workspace.git import GitError
 
 PULSE_MS = 240_000  # heartbeat the claim every 4 minutes while the agent runs
+WATCH_S = 0.3  # the watchdog's pace: stop requests, follow-ups, the turn timeout
+STOP_CHECK_S = 0.3  # one read of the stop requests of every running turn, at most this often
 
 
 @dataclass
@@ -51,11 +67,14 @@ class Running:
     started_ms: int
     session: Session | None = None
     timed_out: bool = False
+    force_stopped: bool = False  # its run was force-stopped: interrupted, claim released
+    stopped_by: str | None = None  # a person stopped the turn
+    turn_id: int | None = None  # once its turn has started
+    done: threading.Event = field(default_factory=threading.Event)  # its row was let go
 
 
-def lane_key(role: Role, card: Card) -> str:
-    lane = "reviewer" if "reviewer" in role.lanes and "worker" not in role.lanes else "worker"
-    return f"{lane}:{card.ref}:r{card.delivery_round}"
+def _terminal(card: Card | None) -> bool:
+    return card is None or card.terminal
 
 
 class Pool:
@@ -69,10 +88,13 @@ class Pool:
         self.running: dict[int, Running] = {}
         self.live: dict[tuple[str, str], Live] = {}
         self.stopping = False
-        self.changed = threading.Event()
+        self.changed = WakingEvent()  # set when a turn ends: wakes the supervisor's loop
         # rows whose session was reopened by its stored native id (a failed first turn
         # there means the native session may be gone: the next attempt replays)
-        self._reopened: set[int] = set()  # set when a turn ends (the board may have moved)
+        self.reopened: set[int] = set()  # set when a turn ends (the board may have moved)
+        self._stops_lock = threading.Lock()
+        self._stops: dict[int, str] = {}  # turn id -> who asked to stop it (last read)
+        self._stops_read = float("-inf")
 
     # -- bookkeeping -----------------------------------------------------------------------
     def adapter(self, kind: str) -> Adapter:
@@ -141,7 +163,9 @@ class Pool:
                 )
         finally:
             with self.lock:
-                self.running.pop(row.id, None)
+                gone = self.running.pop(row.id, None)
+            if gone is not None:
+                gone.done.set()
             self.changed.set()
 
     # -- one turn ----------------------------------------------------------------------------
@@ -153,13 +177,16 @@ class Pool:
                 self, row, "done", note=f"completed locally: card is {card.status.value}"
             )
             return
-        role = rt.roles.get(row.role) or Role(row.role)
+        with rt.store.read() as tx:
+            project = tx.project(id=card.project_id)
+        role = rt.project_roles(project).get(row.role) or Role(row.role)
+        role = boundary.with_checks(rt, role, card)
         kind = str(row.payload.get("agent_kind") or rt.kind_for(role) or role.agent)
         key = lane_key(role, card)
         try:
-            session, prompt, rec_id, replayed = self._open(row, card, role, kind, key)
+            session, prompt, rec_id, replayed = opening.open_turn(self, row, card, role, kind, key)
         except (AdapterError, LaneboardError, OSError) as exc:
-            outcomes.dispatch_failed(self, row, card, str(exc))
+            outcomes.dispatch_failed(self, row, card, str(exc), outcomes.config_fix(exc))
             return
         with self.lock:
             running = self.running.get(row.id)
@@ -167,37 +194,76 @@ class Pool:
                 running.session = session
         turn_started = rt.now()
         with rt.store.write() as tx:
-            records.save_session(
-                tx,
-                kind,
-                key,
-                card_id=card.id,
-                role=role.id,
-                cwd=row.target_dir,
-                native_id=session.session_id,
-                round_=card.delivery_round,
-                state="running",
-                replayed=replayed,
-                pid=session.pid,
-            )
-            records.set_row(tx, row.id, pid=session.pid)
-            turn_id = records.start_turn(
-                tx, row.id, card.id, card.delivery_round, rec_id, kind, session.session_id, prompt
-            )
-            tx.append_event(
-                "turn.started",
-                rt.actor,
-                card_id=card.id,
-                project_id=card.project_id,
-                run_id=card.run_id,
-                payload={
-                    "queue": row.id,
-                    "kind": kind,
-                    "session": session.session_id,
-                    "pid": session.pid,
-                    "replayed": replayed,
-                },
-            )
+            # the card may have moved on while the session opened (its delivery landed
+            # meanwhile): a (card, round) turn never starts after that
+            moved = outcomes.moved_on(tx.card(card.id, lock=True), row)
+            if moved is None:
+                turn_id, prompt = self._start_turn(
+                    tx, row, card, role, kind, key, session, prompt, rec_id, replayed
+                )
+        if moved is not None:
+            self._release(kind, key, session)
+            outcomes.finish_row(self, row, "done", note=f"completed before its turn: {moved}")
+            return
+        self._turn_body(row, card, kind, key, session, prompt, rec_id, turn_id, turn_started)
+
+    def _release(self, kind: str, key: str, session: Session) -> None:
+        with self.lock:
+            live = self.live.get((kind, key))
+            if live is not None and live.session is session:
+                live.busy, live.last_used = False, time.monotonic()
+
+    def _start_turn(
+        self, tx: Tx, row: QueueRow, card: Card, role: Role, kind: str, key: str,
+        session: Session, prompt: str, rec_id: int | None, replayed: bool,
+    ) -> tuple[int, str]:  # fmt: skip
+        """The turn's records and its ``turn.started`` event, in the caller's transaction."""
+        rt = self.rt
+        records.save_session(
+            tx,
+            kind,
+            key,
+            card_id=card.id,
+            role=role.id,
+            cwd=row.target_dir,
+            native_id=session.session_id,
+            round_=card.delivery_round,
+            state="running",
+            replayed=replayed,
+            pid=session.pid,
+        )
+        records.set_row(tx, row.id, pid=session.pid)
+        followups = tx.pending_followups(card.id)
+        prompt = prompts.with_followups(prompt, [(f["author"], f["body"]) for f in followups])
+        turn_id = records.start_turn(
+            tx, row.id, card.id, card.delivery_round, rec_id, kind, session.session_id, prompt
+        )
+        tx.deliver_followups([int(f["id"]) for f in followups], turn_id)
+        tx.append_event(
+            "turn.started",
+            rt.actor,
+            card_id=card.id,
+            project_id=card.project_id,
+            run_id=card.run_id,
+            payload={
+                "queue": row.id,
+                "round": card.delivery_round,
+                "kind": kind,
+                "session": session.session_id,
+                "pid": session.pid,
+                "replayed": replayed,
+                "turn": turn_id,
+                "followups": len(followups),
+            },
+        )
+        return turn_id, prompt
+
+    def _turn_body(
+        self, row: QueueRow, card: Card, kind: str, key: str, session: Session, prompt: str,
+        rec_id: int | None, turn_id: int, turn_started: int,
+    ) -> None:  # fmt: skip
+        """The started turn: send the prompt, check the boundary, record its outcome."""
+        rt = self.rt
         rt.log.info(
             "pool",
             "turn started",
@@ -206,24 +272,43 @@ class Pool:
             pid=session.pid,
             session=session.session_id,
         )
+        sink = TranscriptSink(rt, card, turn_id, kind)
+        sink.add(entry("prompt", prompt))
+        with self.lock:
+            running = self.running.get(row.id)
+            if running is not None:
+                running.turn_id = turn_id
         watchdog = threading.Thread(
-            target=self._watch, args=(row.id, card, session, turn_started), daemon=True
+            target=self._watch, args=(row.id, card, session, turn_started, sink), daemon=True
         )
         watchdog.start()
         cap = rt.config.time.turn_timeout * 4  # the clock-driven watchdog cuts first
-        result = session.send(prompt, timeout=cap)
+        checkout, before, mark = self._before_turn(card)
+        try:
+            result = session.send(prompt, timeout=cap, on_event=sink.on_event)
+        except BaseException:
+            sink.abandon()  # what was read is kept; the row is handed back by _run
+            raise
+        if not boundary.check_after_turn(rt, card, checkout, before, mark):
+            boundary.check_lane_scope(rt, card)
+        lanes.publish_delivery(rt.store, card.id)
         with self.lock:
             running = self.running.get(row.id)
             timed_out = result.timed_out or bool(running and running.timed_out)
+            forced = bool(running and running.force_stopped)
+            stopped_by = running.stopped_by if running else None
         outcome = (
-            "interrupted"
-            if result.interrupted and self.stopping and not timed_out
+            "stopped"
+            if stopped_by and not forced
+            else "interrupted"
+            if forced or (result.interrupted and self.stopping and not timed_out)
             else "timed_out"
             if timed_out
             else "ok"
             if result.ok
             else "failed"
         )
+        sink.close(result, outcome)
         with rt.store.write() as tx:
             records.finish_turn(
                 tx,
@@ -248,151 +333,52 @@ class Pool:
                 },
             )
         rt.log.info("pool", f"turn {outcome}", card=card.ref, error=result.error)
+        if forced:
+            outcomes.after_force_stop(self, row, card, kind, key, rec_id)
+            return
         outcomes.after_turn(self, row, card, kind, key, rec_id, session, result, outcome)
 
-    def _open(
-        self, row: QueueRow, card: Card, role: Role, kind: str, key: str
-    ) -> tuple[Session, str, int | None, bool]:
-        rt = self.rt
-        adapter = self.adapter(kind)
-        env = self._env(card, role)
-        self._carry(row, card, role, kind, key)
-        with rt.store.read() as tx:
-            rec = records.session_record(tx, kind, key)
-        reason = str(row.payload.get("resume_reason") or "the card was handed back to you")
-        detail = str(row.payload.get("resume_detail") or "")
-        with self.lock:
-            live = self.live.get((kind, key))
-        if live is not None and live.session.alive() and rec is not None:
-            live.busy, live.last_used = True, time.monotonic()
-            self._env(card, role)  # the live session's token file follows the new claim epoch
-            return live.session, prompts.resume(card, reason, detail), rec.id, False
-        if live is not None:
-            self._forget(kind, key)
-        if rec is not None and rec.native_id and rec.round == card.delivery_round:
-            why = "its last resume failed"
-            if rec.state != "needs_replay":
-                try:
-                    session = adapter.open_session(row.target_dir, rec.native_id, role, env)
-                    self._remember(kind, key, card.id, session)
-                    with self.lock:
-                        self._reopened.add(row.id)
-                    return session, prompts.resume(card, reason, detail), rec.id, False
-                except AdapterError as exc:
-                    why = str(exc)
-            with rt.store.read() as tx:
-                turns = records.session_transcript(tx, rec.id, prompts.REPLAY_TURNS)
-            session = adapter.open_session(row.target_dir, None, role, env)
-            self._remember(kind, key, card.id, session)
-            transcript = [prompts.TranscriptTurn(t["prompt"], t["final_text"]) for t in turns]
-            return session, prompts.replay(card, role, transcript, why), rec.id, True
-        self._evict_if_full()
-        session = adapter.open_session(row.target_dir, None, role, env)
-        self._remember(kind, key, card.id, session)
-        with rt.store.write() as tx:
-            new = records.save_session(
-                tx,
-                kind,
-                key,
-                card_id=card.id,
-                role=role.id,
-                cwd=row.target_dir,
-                native_id=session.session_id,
-                round_=card.delivery_round,
-                state="open",
-                pid=session.pid,
-            )
-        return session, prompts.handoff(card, role, brief_path(row.target_dir, card)), new.id, False
+    def _before_turn(self, card: Card) -> tuple[str | None, boundary.Fingerprint | None, int]:
+        """The user's checkout of the card's lane and its fingerprint, before a turn."""
+        with self.rt.store.read() as tx:
+            lane = lanes.lane_for(tx, card.id, card.delivery_round)
+            mark = tx.max_event_id()
+        if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.repo):
+            return None, None, mark
+        from laneboard.workspace.land import LANDING
 
-    def _carry(self, row: QueueRow, card: Card, role: Role, kind: str, key: str) -> None:
-        """A rework (``resume_from_round``) continues the previous round's session.
+        try:
+            with LANDING:  # never the state half-way through a landing's merge
+                with self.rt.store.read() as tx:
+                    mark = tx.max_event_id()
+                return lane.repo, boundary.fingerprint(lane.repo), mark
+        except GitError as exc:
+            self.rt.log.warn("boundary", f"cannot read the checkout: {exc}", card=card.ref)
+            return None, None, mark
 
-        Only in the same directory: a rework that runs in a new lane directory starts a
-        fresh session, whose handoff lists the must-fix items on the acceptance list.
-        """
-        prev = row.payload.get("resume_from_round")
-        if not isinstance(prev, int) or prev == card.delivery_round:
-            return
-        old_key = lane_key(role, replace(card, delivery_round=prev))
-        with self.rt.store.write() as tx:
-            old = records.session_record(tx, kind, old_key)
-            if records.session_record(tx, kind, key) is not None or old is None:
-                return
-            if not old.native_id or os.path.realpath(old.cwd) != os.path.realpath(row.target_dir):
-                return
-            records.save_session(
-                tx,
-                kind,
-                key,
-                card_id=card.id,
-                role=role.id,
-                cwd=row.target_dir,
-                native_id=old.native_id,
-                round_=card.delivery_round,
-                state="idle",
-            )
-            records.set_session_state(tx, old.id, "closed")
-        with self.lock:
-            live = self.live.pop((kind, old_key), None)
-            if live is not None:
-                live.lane_key = key
-                self.live[(kind, key)] = live
-
-    def _env(self, card: Card, role: Role) -> dict[str, str]:
-        rt = self.rt
-        ttl = rt.config.time.turn_timeout * 3 * 1000
-        token, _ = Tokens(rt.store).create(
-            rt.actor,
-            role.id,
-            "agent",
-            card_id=card.id,
-            epoch=card.claim_epoch,
-            expires_at=rt.now() + ttl,
-        )
-        tokdir = rt.config.state_path("tokens")
-        os.makedirs(tokdir, mode=0o700, exist_ok=True)
-        tokfile = os.path.join(tokdir, f"{card.ref}.token")
-        fd = os.open(tokfile + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(token)
-        os.replace(tokfile + ".tmp", tokfile)
-        kind_cfg = rt.config.agent_kinds.get(role.agent, {})
-        env = agent_env(
-            os.environ,
-            token=token,
-            card_ref=card.ref,
-            db_url=rt.store.url,
-            secrets=kind_cfg.get("secret_env", ()),
-            extra={
-                "LANEBOARD_TOKEN_FILE": tokfile,
-                "LANEBOARD_AGENT_STATE": rt.config.state_path("agents", role.id),
-                # one file per session (role lane, card and round), never the supervisor log
-                "LANEBOARD_AGENT_STDERR": rt.config.state_path(
-                    "agents", "stderr", lane_key(role, card).replace(":", "-") + ".log"
-                ),
-                **(
-                    {"LANEBOARD_NOW": os.environ["LANEBOARD_NOW"]}
-                    if os.environ.get("LANEBOARD_NOW")
-                    else {}
-                ),
-            },
-        )
-        return env
-
-    def _remember(self, kind: str, key: str, card_id: int, session: Session) -> None:
+    def remember(self, kind: str, key: str, card_id: int, session: Session) -> None:
         with self.lock:
             self.live[(kind, key)] = Live(session, kind, key, card_id, busy=True)
 
-    def _forget(self, kind: str, key: str) -> None:
+    def forget(self, kind: str, key: str) -> None:
+        """Close a session's process; its record keeps the native id (``idle``: it can be
+        resumed) and no longer claims a process — ``closed`` when its card is terminal."""
         with self.lock:
             live = self.live.pop((kind, key), None)
-        if live is not None:
-            try:
-                live.session.close()
-            except Exception as exc:
-                self.rt.log.warn("pool", f"closing a session failed: {exc}")
+        if live is None:
+            return
+        try:
+            live.session.close()
+        except Exception as exc:
+            self.rt.log.warn("pool", f"closing a session failed: {exc}")
+        with self.rt.store.write() as tx:
+            rec = records.session_record(tx, kind, key)
+            if rec is not None and rec.state in records.LIVE_SESSION:
+                card = tx.card(rec.card_id) if rec.card_id is not None else None
+                done = card is None or card.terminal
+                records.set_session_state(tx, rec.id, "closed" if done else "idle")
 
-    def _evict_if_full(self) -> None:
+    def evict_if_full(self) -> None:
         """At the cap, close the least recently used idle session (its id is kept)."""
         with self.lock:
             if len(self.live) < self.rt.config.pool_max_sessions:
@@ -401,26 +387,41 @@ class Pool:
             if not idle:
                 return
             victim = min(idle, key=lambda lv: lv.last_used)
-        self._forget(victim.kind, victim.lane_key)
+        self.forget(victim.kind, victim.lane_key)
         with self.rt.store.write() as tx:
             rec = records.session_record(tx, victim.kind, victim.lane_key)
             if rec is not None:
                 records.set_session_state(tx, rec.id, "idle")
         self.rt.log.info("pool", "evicted idle session (id kept)", lane=victim.lane_key)
 
-    def _watch(self, row_id: int, card: Card, session: Session, started: int) -> None:
-        """Clock-driven: pulse the claim heartbeat; cut the turn at the turn timeout."""
+    def _watch(
+        self, row_id: int, card: Card, session: Session, started: int, sink: TranscriptSink
+    ) -> None:
+        """Clock-driven: pulse the claim heartbeat; cut the turn at the turn timeout or
+        when a person asks to stop it."""
         rt = self.rt
         last_pulse = started
         limit = rt.config.time.turn_timeout * 1000
-        while True:
-            time.sleep(0.1)
+        with self.lock:
+            mine = self.running.get(row_id)
+        if mine is None:
+            return
+        while not mine.done.wait(WATCH_S):
             with self.lock:
                 running = self.running.get(row_id)
                 if running is None or running.session is not session:
                     return
             if not session.alive() and session.pid is not None:
                 return
+            who = self.stop_request(sink.turn_id)
+            if who is not None:
+                with self.lock:
+                    running.stopped_by = who
+                rt.log.info("pool", f"{who} stopped the turn", card=card.ref)
+                sink.add(entry("interrupt", f"stopped by {who}"))
+                session.interrupt()
+                return
+            steering.steer_followups(rt, card, session, sink)
             now = rt.now()
             if now - started >= limit:
                 with self.lock:
@@ -449,9 +450,43 @@ class Pool:
                 except Exception as exc:
                     rt.log.warn("pool", f"heartbeat pulse failed: {exc}", card=card.ref)
 
+    def stop_request(self, turn_id: int) -> str | None:
+        """Who asked to stop the turn (``lb card stop``), or ``None``: one read covers every
+        turn running in this pool, at most every ``STOP_CHECK_S``, whatever their number."""
+        with self._stops_lock:
+            now = time.monotonic()
+            if now - self._stops_read >= STOP_CHECK_S:
+                with self.lock:
+                    ids = sorted(r.turn_id for r in self.running.values() if r.turn_id)
+                try:
+                    with self.rt.store.read() as tx:
+                        self._stops = tx.stop_requests(ids)
+                except Exception as exc:  # a failed read must not end the watchdog
+                    self.rt.log.warn("pool", f"could not read the stop requests: {exc}")
+                    return None
+                self._stops_read = now
+            return self._stops.get(turn_id)
+
+    def force_stop(self, card_ids: set[int]) -> int:
+        """Interrupt the running turns of these cards (their process groups); each is
+        recorded ``interrupted`` and its claim released when it has ended."""
+        with self.lock:
+            hit = [r for r in self.running.values() if r.row.card_id in card_ids]
+            for r in hit:
+                r.force_stopped = True
+        for r in hit:
+            if r.session is not None:
+                r.session.interrupt()
+        return len(hit)
+
     # -- recovery and shutdown --------------------------------------------------------------
     def recover(self) -> list[dict[str, Any]]:
-        """Requeue rows left by a supervisor that is gone; never under a live agent."""
+        """Requeue rows left by a supervisor that is gone; never under a live agent.
+
+        A row whose card moved on while nobody watched (delivered for its round, terminal,
+        or claimed again) is closed with that outcome — its turn is not a lost one, and it
+        is never run again. Only a row whose card is still its own is counted as a crash.
+        """
         rt = self.rt
         report: list[dict[str, Any]] = []
         with rt.store.write() as tx:
@@ -467,60 +502,91 @@ class Pool:
                 if row.state == "processing" and pid_alive(row.pid):
                     report.append({"queue": row.id, "action": "orphan-alive", "pid": row.pid})
                     continue
-                crashed = row.state == "processing"
-                tx.run(
-                    "UPDATE turns SET outcome = 'lost', finished_at = ? "
-                    "WHERE queue_id = ? AND outcome = 'running'",
-                    (tx.now(), row.id),
-                )
-                recoveries = row.recoveries + (1 if crashed else 0)
-                reason = (
-                    "the supervisor crashed during the turn"
-                    if crashed
-                    else "the supervisor restarted"
-                )
-                if recoveries >= RECOVERY_BOUND:
-                    card = tx.card(row.card_id)
-                    if card is not None:
-                        rt.board.hold(
-                            tx,
-                            rt.actor,
-                            card,
-                            "crash recovery",
-                            RECOVERY_BOUND,
-                            f"recovered {recoveries} times after crashes",
-                        )
-                    records.set_row(tx, row.id, state="failed", recoveries=recoveries, pid=None)
-                    report.append({"queue": row.id, "action": "held"})
-                    continue
-                records.set_row(
-                    tx,
-                    row.id,
-                    state="pending",
-                    owner=None,
-                    pid=None,
-                    recoveries=recoveries,
-                    attempts=row.attempts if crashed else max(row.attempts - 1, 0),
-                    payload={**row.payload, "resume_reason": reason},
-                )
-                report.append({"queue": row.id, "action": "requeued", "crashed": crashed})
+                report.append(self._recover_row(tx, row))
         for item in report:
             rt.log.info("pool", f"recovery: {item['action']}", queue=item["queue"])
         return report
 
+    def _recover_row(self, tx: Tx, row: QueueRow) -> dict[str, Any]:
+        rt = self.rt
+        card = tx.card(row.card_id)
+        moved = outcomes.moved_on(card, row)
+        if moved is not None:
+            tx.lose_running_turns(row.id, "delivered" if moved == "delivered" else "superseded")
+            records.set_row(
+                tx, row.id, state="done", pid=None, payload={**row.payload, "note": moved}
+            )
+            return {"queue": row.id, "action": "closed", "outcome": moved}
+        assert card is not None
+        # a crash counts against the row only when it cost a turn that was running
+        crashed = tx.lose_running_turns(row.id) > 0 and row.state == "processing"
+        recoveries = row.recoveries + (1 if crashed else 0)
+        if recoveries >= RECOVERY_BOUND:
+            place_hold(
+                rt,
+                tx,
+                card,
+                "crash",
+                RECOVERY_BOUND,
+                f"the supervisor stopped during its turn {recoveries} times",
+            )
+            records.set_row(
+                tx,
+                row.id,
+                state="failed",
+                recoveries=recoveries,
+                pid=None,
+                last_error=f"the supervisor stopped during the turn {recoveries} times",
+            )
+            return {"queue": row.id, "action": "held"}
+        reason = "the supervisor crashed during the turn" if crashed else "the supervisor restarted"
+        records.set_row(
+            tx,
+            row.id,
+            state="pending",
+            owner=None,
+            pid=None,
+            recoveries=recoveries,
+            attempts=row.attempts if crashed else max(row.attempts - 1, 0),
+            payload={**row.payload, "resume_reason": reason},
+        )
+        return {"queue": row.id, "action": "requeued", "crashed": crashed}
+
     def close_idle(self, older_than_s: float) -> int:
+        """Close sessions idle for longer than ``older_than_s``, and at once every idle
+        session whose card is terminal (done or canceled); returns how many."""
         with self.lock:
-            old = [
-                lv
-                for lv in self.live.values()
-                if not lv.busy and time.monotonic() - lv.last_used > older_than_s
-            ]
+            idle = [lv for lv in self.live.values() if not lv.busy]
+        if not idle:
+            return 0
+        with self.rt.store.read() as tx:
+            ended = {lv.card_id for lv in idle if _terminal(tx.card(lv.card_id))}
+        old = [
+            lv
+            for lv in idle
+            if lv.card_id in ended or time.monotonic() - lv.last_used > older_than_s
+        ]
         for lv in old:
-            self._forget(lv.kind, lv.lane_key)
+            self.forget(lv.kind, lv.lane_key)
         return len(old)
 
-    def shutdown(self, wait_s: float = 20.0) -> None:
-        self.stopping = True
+    def settle_sessions(self) -> int:
+        """Records that claim a process this pool does not run (a crash, a stop) say so."""
+        with self.lock:
+            mine = {(lv.kind, lv.lane_key) for lv in self.live.values()}
+        n = 0
+        with self.rt.store.write() as tx:
+            for rec in records.sessions(tx, records.LIVE_SESSION):
+                if (rec.agent_kind, rec.lane_key) in mine or pid_alive(rec.pid):
+                    continue
+                card = tx.card(rec.card_id) if rec.card_id is not None else None
+                records.set_session_state(tx, rec.id, "closed" if _terminal(card) else "idle")
+                n += 1
+        return n
+
+    def interrupt_all(self, wait_s: float = 20.0) -> None:
+        """Interrupt every running turn and close every session, and go on (shutdown, or a
+        fenced supervisor: its cards belong to others now)."""
         with self.lock:
             running = list(self.running.values())
         for r in running:
@@ -532,4 +598,13 @@ class Pool:
         with self.lock:
             keys = list(self.live)
         for kind, key in keys:
-            self._forget(kind, key)
+            self.forget(kind, key)
+        try:
+            self.settle_sessions()
+        except Exception as exc:  # the board may be gone at shutdown
+            self.rt.log.warn("pool", f"settling session records failed: {exc}")
+
+    def shutdown(self, wait_s: float = 20.0) -> None:
+        self.stopping = True
+        self.interrupt_all(wait_s)
+        board_socket.stop(self.rt.board)  # the sessions' board socket goes with them

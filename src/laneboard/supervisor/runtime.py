@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from laneboard.agents.selection import Choice, choose_kind, unassigned_role
 from laneboard.board.service import Board
 from laneboard.config import SupervisorConfig
 from laneboard.domain.claims import ClaimWindows
 from laneboard.domain.clock import Clock
-from laneboard.domain.model import Actor, system
+from laneboard.domain.model import Actor, Project, system
 from laneboard.domain.roles import Role
 from laneboard.store import Store
 from laneboard.supervisor.logs import LogFile
 from laneboard.workspace.admit import Admitter
 from laneboard.workspace.hooks import install as install_gates
 from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.remote import checkout_of
+
+ROLES_TTL_S = 30.0  # a project's .laneboard/roles/ is read again after this long
 
 
 @dataclass
@@ -29,6 +35,8 @@ class Runtime:
     roles: dict[str, Role] = field(default_factory=dict)
     kind_available: Callable[[str], bool] = field(default=lambda kind: True)
     pool_alive: Callable[[], bool] | None = None
+    run_scope: int | None = None  # lb run: the claims of its ticks are this run's cards only
+    _project_roles: dict[str, tuple[float, dict[str, Role]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         t = self.config.time
@@ -38,14 +46,22 @@ class Runtime:
                 ClaimWindows(
                     t.heartbeat_fresh * 1000, t.stale_same_holder * 1000, t.stale_anyone * 1000
                 ),
-            )
+            ),
+            clones=self.clones,
         )
         if self.admitter is None:
-            self.admitter = LaneAdmitter(self.board, warn=lambda msg: self.log.warn("lanes", msg))
+            self.admitter = LaneAdmitter(
+                self.board, warn=lambda msg: self.log.warn("lanes", msg), clones=self.clones
+            )
         for rid in self.config.worker_roles:
-            self.roles.setdefault(rid, Role(rid, self.config.agent_for(rid), ("worker",), rid))
+            self.roles.setdefault(rid, Role(rid, "", ("worker",), rid))
         for rid in self.config.reviewer_roles:
-            self.roles.setdefault(rid, Role(rid, self.config.agent_for(rid), ("reviewer",), rid))
+            self.roles.setdefault(rid, Role(rid, "", ("reviewer",), rid))
+
+    @property
+    def clones(self) -> str:
+        """Where this machine keeps its clones of projects' remotes."""
+        return self.config.state_path("clones")
 
     @property
     def clock(self) -> Clock:
@@ -58,21 +74,48 @@ class Runtime:
     def now(self) -> int:
         return self.store.clock.now_ms()
 
-    def role_for(self, assignee: str | None) -> Role | None:
+    def project_roles(self, project: Project | None) -> dict[str, Role]:
+        """The roles for cards of ``project``: its ``.laneboard/roles/`` first, then ours."""
+        path = checkout_of(project, self.clones) if project is not None else None
+        if not path or not os.path.isdir(path):
+            return self.roles
+        now = time.monotonic()
+        seen = self._project_roles.get(path)
+        if seen is None or now - seen[0] > ROLES_TTL_S:
+            from laneboard.agents.roles import RoleCatalog, load_dir
+
+            catalog = RoleCatalog()
+            load_dir(os.path.join(path, ".laneboard", "roles"), "project", catalog, set())
+            seen = (now, {**self.roles, **{r.id: r for r in catalog.roles}})
+            self._project_roles[path] = seen
+        return seen[1]
+
+    def claim_set(self, projects: Iterable[Project] = ()) -> tuple[str, ...]:
+        """Every worker-lane and reviewer-lane role, project roles included."""
+        out = list(self.config.claim_set)
+        for project in projects:
+            for role in self.project_roles(project).values():
+                if {"worker", "reviewer"} & set(role.lanes) and role.id not in out:
+                    out.append(role.id)
+        return tuple(out)
+
+    def role_for(self, assignee: str | None, project: Project | None = None) -> Role | None:
+        roles = self.project_roles(project)
         if assignee is None:
-            rid = self.config.worker_roles[0] if self.config.worker_roles else None
-            return self.roles.get(rid) if rid else None
-        return self.roles.get(assignee)
+            rid = unassigned_role(self.config.unassigned_role, roles.values())
+            return roles.get(rid) if rid else None
+        return roles.get(assignee)
+
+    def choice_for(self, role: Role) -> Choice:
+        cfg = self.config
+        return choose_kind(
+            role,
+            available=self.kind_available,
+            force_agent=cfg.force_agent,
+            role_agents=cfg.role_agents,
+            default_agent=cfg.default_agent,
+        )
 
     def kind_for(self, role: Role) -> str | None:
-        """The agent kind that runs the role: the forced kind, else the role's own kind,
-        else another kind that carries it, else the default; None when none is available."""
-        if self.config.force_agent:
-            forced = self.config.force_agent
-            return forced if self.kind_available(forced) else None
-        extra = role.extra.get("agents") or ()
-        kinds = [role.agent, *[k for k in extra if isinstance(k, str)], self.config.default_agent]
-        for kind in kinds:
-            if kind and kind != "any" and self.kind_available(kind):
-                return kind
-        return None
+        """The agent kind that runs the role (``agents.selection``); None: none available."""
+        return self.choice_for(role).kind

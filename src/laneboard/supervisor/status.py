@@ -10,7 +10,45 @@ from typing import Any
 from laneboard.config import SupervisorConfig
 from laneboard.domain.clock import Clock, iso
 from laneboard.store import Store
-from laneboard.supervisor import instances, records
+from laneboard.supervisor import cluster, instances, leases, records
+from laneboard.supervisor.reports_text import render_status as render  # noqa: F401
+
+
+def run_summary(tx: Any) -> dict[str, Any]:
+    """The runs the supervisor drives, and those marked degraded with their reasons."""
+    from laneboard.domain.runs import TICKED
+
+    rows = tx.run_rows(statuses=[s.value for s in TICKED], limit=1000)
+    degraded = [
+        {"run": int(r["id"]), "reason": r["last_error"]} for r in rows if r["status"] == "degraded"
+    ]
+    return {"ticked": len(rows), "degraded": degraded}
+
+
+STUCK = frozenset({"wedged", "unresponsive"})
+
+
+def health_of(report: dict[str, Any]) -> dict[str, Any]:
+    """ok, or degraded with the reasons: a wedged or unresponsive supervisor, a pass that
+    failed in the last tick, a run marked degraded or failing its ticks."""
+    reasons: list[str] = []
+    sup = report.get("supervisor") or {}
+    if sup.get("state") in STUCK:
+        reasons.append(f"supervisor {sup.get('state')}: {sup.get('detail')}")
+    last = report.get("last_tick") or {}
+    if sup.get("state") in ("running", "starting"):
+        for name, out in sorted((last.get("passes") or {}).items()):
+            if isinstance(out, dict) and out.get("error"):
+                reasons.append(f"the {name} pass failed: {out['error']}")
+    runs = report.get("runs") or {}
+    seen: set[int] = set()
+    for item in runs.get("failing", []):
+        seen.add(int(item["run"]))
+        reasons.append(f"run {item['run']}: {item['failures']} failed ticks: {item['reason']}")
+    for item in runs.get("degraded", []):
+        if int(item["run"]) not in seen:
+            reasons.append(f"run {item['run']} is degraded: {item['reason']}")
+    return {"state": "degraded" if reasons else "ok", "reasons": reasons}
 
 
 def status_report(
@@ -25,16 +63,13 @@ def status_report(
         now = clock.now_ms() if clock else tx.now()
         row = instances.latest(tx, machine)
         v = instances.verdict(row, now, cfg.time)
-        others = [
-            instances.describe(r)
-            for r in tx.all(
-                "SELECT * FROM supervisors WHERE state IN ('starting', 'running') "
-                "ORDER BY started_at"
-            )
-        ]
+        others = [instances.describe(r) for r in tx.live_supervisors_everywhere()]
+        held = leases.describe(tx, now, machine)
+        passes = cluster.summary(tx)
         counts = records.queue_counts(tx)
         live_rows = [r.to_dict() for r in records.queue_rows(tx)]
-        sess = [s.to_dict() for s in records.sessions(tx, ("open", "running", "idle"))]
+        # a live session has a process; an idle record without one can only be resumed
+        sess = [s.to_dict() for s in records.sessions(tx, records.LIVE_SESSION) if s.pid]
         defs = [
             {
                 "card_id": d["card_id"],
@@ -44,6 +79,7 @@ def status_report(
             }
             for d in records.deferrals(tx)
         ]
+        runs = run_summary(tx)
     info: dict[str, Any] = json.loads(row["info"]) if row else {}
     next_tick = info.get("next_tick_at")
     report: dict[str, Any] = {
@@ -51,6 +87,8 @@ def status_report(
         "supervisor": v.to_dict(),
         "pool": {"state": v.state, **(info.get("pool") or {})},
         "instances": others,
+        "leases": held,
+        "cluster": passes,
         "next_tick_at": iso(int(next_tick)) if next_tick else None,
         "last_tick": info.get("last_tick"),
         "queue": {"counts": counts, "live": live_rows},
@@ -63,39 +101,19 @@ def status_report(
             "claim_unassigned": cfg.claim_unassigned,
         },
     }
+    live = v.state in ("running", "starting", "wedged", "unresponsive")
+    runs["failing"] = (info.get("runs") or {}).get("failing", []) if live else []
+    report["runs"] = runs
+    report["health"] = health_of(report)
     from laneboard.agents.permissions import permission_summary
 
     report["permissions"] = permission_summary(cfg)
+    from laneboard.supervisor.preflight import boundary_summary
+
+    report["boundary"] = boundary_summary(cfg)
     if importlib.util.find_spec("laneboard.board.schedules") is not None:
         schedules = importlib.import_module("laneboard.board.schedules")
         summary = getattr(schedules, "schedules_summary", None)
         if summary is not None:
             report["schedules"] = summary(store, clock or store.clock)
     return report
-
-
-def render(report: dict[str, Any]) -> str:
-    s = report["supervisor"]
-    lines = [
-        f"supervisor  {s['state']}  ({s['detail']})"
-        + (f"  pid {s['pid']}" if s.get("pid") else ""),
-        f"next tick   {report['next_tick_at'] or '-'}",
-        "queue       "
-        + (", ".join(f"{k} {v}" for k, v in sorted(report["queue"]["counts"].items())) or "empty"),
-        f"sessions    {len(report['sessions'])} live",
-    ]
-    for r in report["queue"]["live"]:
-        lines.append(
-            f"  row {r['id']} card {r['card_id']} {r['role']} {r['state']} "
-            f"attempts {r['attempts']} recoveries {r['recoveries']}"
-        )
-    if report["deferrals"]:
-        lines.append("deferrals")
-        for d in report["deferrals"]:
-            lines.append(
-                f"  card {d['card_id']} failures {d['failures']} next {d['next_at']}: "
-                f"{d['last_error']}"
-            )
-    if "schedules" in report:
-        lines.append(f"schedules   {json.dumps(report['schedules'], sort_keys=True)[:300]}")
-    return "\n".join(lines)

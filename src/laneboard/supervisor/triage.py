@@ -36,14 +36,10 @@ PROMPT_MAX = 6000
 
 def producers(tx: Tx, now: int, limit: int = SCAN_LIMIT) -> list[Card]:
     """Accepted producers inside the archive window that owe a decision, oldest first."""
-    got = tx.all(
-        "SELECT id FROM cards WHERE status = 'done' AND status_since >= ? AND meta LIKE ? "
-        "ORDER BY status_since, id LIMIT ?",
-        (now - WINDOW_MS, "%stage_handoff%", limit),
-    )
+    got = tx.handoff_producer_ids(now - WINDOW_MS, limit)
     if not got:
         return []
-    cards = tx.list_cards(ids=[int(r["id"]) for r in got], limit=limit)
+    cards = tx.list_cards(ids=got, limit=limit)
     return sorted(
         (c for c in cards if c.kind is not CardKind.EPIC and handoff.owed(c)),
         key=lambda c: (c.status_since, c.id),
@@ -128,10 +124,7 @@ def exhausted_note(card: Card, rnd: int, bound: int, why: str) -> str:
 def unconsumed(tx: Tx, now: int) -> list[dict[str, Any]]:
     """Exhausted triage rows whose producer (accepted inside the archive window) still has
     no decision for the row's round: ``lb doctor``'s ``handoff_unconsumed`` finding."""
-    got = tx.all(
-        "SELECT * FROM queue WHERE kind = ? AND state = 'failed' AND updated_at >= ? ORDER BY id",
-        (KIND, now - WINDOW_MS),
-    )
+    got = tx.failed_queue_rows(KIND, now - WINDOW_MS)
     out: dict[int, dict[str, Any]] = {}
     for r in got:
         card = tx.card(int(r["card_id"]))

@@ -29,7 +29,6 @@ from laneboard.domain import verdict as vd
 from laneboard.domain.clock import MINUTE_MS
 from laneboard.domain.model import AcceptanceMode, Card, CardKind, Evidence
 from laneboard.domain.status import Status
-from laneboard.store import rows
 from laneboard.store.tx import Tx
 from laneboard.supervisor.runtime import Runtime
 
@@ -211,30 +210,13 @@ def read_snapshot(rt: Runtime) -> Snapshot:
     return snap
 
 
-# The cards the pass can act on: deliveries in review, open epics and open review cards
-# (found by their idempotency key range). Each part is an indexed read, so the pass
-# costs the same on a board of a thousand cards as on one of a hundred thousand.
-WORK_SQL = (
-    "SELECT * FROM cards WHERE id IN ("
-    "SELECT id FROM cards WHERE status = 'in_review' "
-    "UNION SELECT id FROM cards WHERE kind = 'epic' AND status IN ('todo', 'in_progress', "
-    "'blocked') "
-    "UNION SELECT id FROM cards WHERE idempotency_key >= ? AND idempotency_key < ?"
-    ") ORDER BY id LIMIT ?"
-)
-
-
 def _work_cards(tx: Tx, limit: int) -> list[Card]:
-    got = tx.all(WORK_SQL, (*REVIEW_KEY_RANGE, limit))
-    deps = tx.dependencies_of([r["id"] for r in got])
-    return [rows.card(r, tuple(deps.get(r["id"], ()))) for r in got]
+    """The cards the pass can act on (``Tx.review_work_cards``): each an indexed read."""
+    return tx.review_work_cards(REVIEW_KEY_RANGE, limit)
 
 
 def _review_report(tx: Tx, card: Card) -> ReviewReport | None:
-    r = tx.one(
-        "SELECT body, evidence, author, verdict FROM reports WHERE card_id = ? AND round = ?",
-        (card.id, card.delivery_round),
-    )
+    r = tx.report_row(card.id, card.delivery_round)
     if r is None:
         return None
     import json
@@ -248,26 +230,16 @@ def _review_report(tx: Tx, card: Card) -> ReviewReport | None:
 
 
 def _read_children(tx: Tx, snap: Snapshot, epic_ids: list[int], limit: int) -> None:
-    marks = ",".join("?" * len(epic_ids))
-    got = tx.all(
-        f"SELECT * FROM cards WHERE parent_id IN ({marks}) ORDER BY id LIMIT ?",
-        [*epic_ids, limit + 1],
-    )
+    got = tx.children_of(epic_ids, limit + 1)
     snap.children_truncated = len(got) > limit
-    kids = [rows.card(r) for r in got[:limit]]
+    kids = got[:limit]
     snap.read += len(kids)
     for k in kids:
         assert k.parent_id is not None
         snap.children.setdefault(k.parent_id, []).append(k)
     done = [k.id for k in kids if k.status is Status.DONE]
     if done:
-        marks = ",".join("?" * len(done))
-        snap.reported = {
-            int(r["card_id"])
-            for r in tx.all(
-                f"SELECT DISTINCT card_id FROM reports WHERE card_id IN ({marks})", done
-            )
-        }
+        snap.reported = tx.cards_with_reports(done)
 
 
 # -- the plan ----------------------------------------------------------------------------

@@ -15,9 +15,10 @@ from laneboard.domain import verdict as vd
 from laneboard.domain.model import AcceptanceMode, Card, CardKind, CommentKind
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
-from laneboard.store import IntegrityError, rows
+from laneboard.store import IntegrityError
 from laneboard.store.tx import Tx
 from laneboard.supervisor import alerts
+from laneboard.supervisor.holds import place_hold
 from laneboard.supervisor.runtime import Runtime
 from laneboard.supervisor.workflow import (
     REVIEW_LABEL,
@@ -38,6 +39,7 @@ from laneboard.supervisor.workflow import (
 )
 
 SKIPPED = "skipped"
+CONFLICT_ATTEMPTS = 2  # rounds a worker gets to resolve a landing conflict
 
 
 class Skip(Exception):
@@ -153,6 +155,12 @@ def _accept(rt: Runtime, card: Card, reason: str) -> str:
             raise Skip(err.message) from None
         with rt.store.write() as tx:
             fresh = tx.card(card.id, lock=True)
+            if (
+                err.code == "LANDING_BLOCKED"
+                and fresh is not None
+                and _back_to_worker(tx, rt, fresh)
+            ):
+                return "landing conflict: sent back to its worker"
             if fresh is not None and fresh.status is Status.IN_REVIEW:
                 mark = {"round": fresh.delivery_round, "code": err.code, "at": tx.now()}
                 _save(tx, rt, fresh, {"meta": {**fresh.meta, "acceptance_blocked": mark}})
@@ -174,6 +182,50 @@ def _accept(rt: Runtime, card: Card, reason: str) -> str:
             )
         return f"blocked: {err.code}"
     return "accepted"
+
+
+def _back_to_worker(tx: Tx, rt: Runtime, card: Card) -> bool:
+    """A round whose landing conflicts with the current branch goes back to its worker, in a
+    new round whose lane starts from that branch with the round merged in (the conflicts
+    named in its brief), up to ``CONFLICT_ATTEMPTS`` times; then it waits for a person."""
+    from laneboard.workspace.land import last_conflict
+
+    info = last_conflict(tx, card.id)
+    if (
+        card.status is not Status.IN_REVIEW
+        or not isinstance(info, dict)
+        or info.get("round") != card.delivery_round
+    ):
+        return False
+    tries = _int(card.meta.get("conflict_attempts"))
+    if tries >= CONFLICT_ATTEMPTS:
+        return False
+    rnd = card.delivery_round
+    files = ", ".join(str(f) for f in info.get("files") or [])
+    detail = (
+        f"Merging your round {rnd} ({info.get('branch')}) into {info.get('onto')} conflicts in "
+        f"{files}. Your new lane starts from {info.get('onto')} with round {rnd} merged in: "
+        "resolve the conflict markers keeping both sides' intent, then deliver."
+    )
+    meta = {
+        **card.meta,
+        "conflict_attempts": tries + 1,
+        "landing_conflict": info,
+        "conflict_resolve": {**info, "round": rnd + 1, "from_round": rnd},
+        "loop_resume": {
+            "round": rnd + 1,
+            "from_round": rnd,
+            "at": tx.now(),
+            "reason": f"landing round {rnd} conflicts with {info.get('onto')}",
+            "detail": detail,
+        },
+    }
+    tx.insert_comment(card.id, CommentKind.NOTE.value, detail, rt.actor)
+    rt.board.move_in(
+        tx, rt.actor, card, Status.TODO, reason="landing conflict", new_round=True,
+        fields={"meta": meta},
+    )  # fmt: skip
+    return True
 
 
 def _finding(tx: Tx, rt: Runtime, orig: Card, rev: Card, rnd: int, findings: str) -> None:
@@ -301,9 +353,9 @@ def _hold_rework(rt: Runtime, a: Action) -> str:
             "rework_base_round": rnd,  # the next run counts from here: a hold is an epoch
         }
         orig = _save(tx, rt, orig, {"meta": meta, "acceptance": [c.to_dict() for c in crit]})
-        rt.board.hold(
+        place_hold(
+            rt,
             tx,
-            rt.actor,
             orig,
             "rework",
             int(a.data["bound"]),
@@ -357,9 +409,9 @@ def _hold_review(rt: Runtime, a: Action) -> str:
         orig, rev = _review_pair(tx, a)
         if _int(rev.meta.get("review_retry")) < REVIEW_RETRY_MAX:
             raise Skip(f"{rev.ref} has reopens left")
-        rt.board.hold(
+        place_hold(
+            rt,
             tx,
-            rt.actor,
             orig,
             "review verdict",
             REVIEW_RETRY_MAX,
@@ -438,6 +490,8 @@ def _dispatch(rt: Runtime, a: Action) -> str:
                 assignee=reviewer,
                 priority=orig.priority,
                 labels=[REVIEW_LABEL],
+                acceptance_mode="auto",  # a review card never takes the project's default
+                allowed_paths=(),
                 meta=meta,
                 idempotency_key=key,
                 run_id=orig.run_id,
@@ -469,7 +523,7 @@ def _rollup(rt: Runtime, a: Action) -> str:
             raise Skip(f"{epic.ref} is {epic.status.value}")
         if epic.delivery_round != int(a.data["round"]):
             raise Skip(f"{epic.ref} moved to round {epic.delivery_round}")
-        kids = [rows.card(r) for r in tx.all("SELECT * FROM cards WHERE parent_id = ?", (epic.id,))]
+        kids = tx.children_of_epic(epic.id)
         if not kids or any(not k.terminal for k in kids):
             raise Skip(f"{epic.ref} has unfinished children")
         done = [k for k in kids if k.status is Status.DONE]

@@ -32,6 +32,7 @@ def render(card: Card) -> str:
         )
     if card.checks:
         lines += ["## Checks", "", *[f"- `{c}`" for c in card.checks], ""]
+    lines += conflict_section(card)
     lines += [
         "## Board",
         "",
@@ -42,6 +43,28 @@ def render(card: Card) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def conflict_section(card: Card) -> list[str]:
+    """What a round that resolves a landing conflict is told: the files and both sides."""
+    info = card.meta.get("conflict_resolve")
+    if not isinstance(info, dict) or info.get("round") != card.delivery_round:
+        return []
+    files = [str(f) for f in info.get("files") or []]
+    onto, branch = info.get("onto"), info.get("branch")
+    return [
+        "## Landing conflict",
+        "",
+        f"Round {info.get('from_round')} could not be landed: merging `{branch}` into "
+        f"`{onto}` conflicts in {', '.join(f'`{f}`' for f in files)}. This lane starts from "
+        f"`{onto}` (commit {str(info.get('onto_commit'))[:12]}) with `{branch}` (commit "
+        f"{str(info.get('lane_commit'))[:12]}) merged in; the conflicting files hold both "
+        "sides between conflict markers. Resolve them keeping the intent of both, run the "
+        "checks, and deliver.",
+        "",
+        *[f"- `{f}`: ours `git show {onto}:{f}`, theirs `git show {branch}:{f}`" for f in files],
+        "",
+    ]
 
 
 def brief_path(target_dir: str, card: Card) -> str:

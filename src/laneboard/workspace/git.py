@@ -7,7 +7,9 @@ import subprocess
 from dataclasses import dataclass
 
 GIT_TIMEOUT_S = 120.0
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+# hooks off, and no command a lane's own config could name (an agent writes its lane's
+# .git/config; the runtime's git runs outside the sandbox)
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 # used only when the repository has no identity of its own (runtime commits and merges)
 FALLBACK_IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",

@@ -15,14 +15,18 @@ if TYPE_CHECKING:
     from laneboard.domain.model import Card, Evidence
 
 
-def install(board: Board) -> Board:
-    """Give ``board`` the delivery gate (verify) and the landing gate (land); returns it."""
+def install(board: Board, clones: str | None = None) -> Board:
+    """Give ``board`` the delivery gate (verify) and the landing gate (land); returns it.
+    ``clones``: where this machine keeps its clones of projects' remotes (default: the
+    state directory's ``clones``)."""
     store = board.store
 
     def delivery_gate(card: Card) -> list[Evidence]:
+        from laneboard.board.turns import record_checks
         from laneboard.workspace.verify import verify_delivery
 
         v = verify_delivery(store, card)
+        record_checks(store, card, v.evidence)
         if not v.ok:
             raise LaneboardError("VERIFICATION_FAILED", v.message, v.fix, **v.details())
         return v.evidence
@@ -30,7 +34,7 @@ def install(board: Board) -> Board:
     def landing_gate(card: Card) -> str | None:
         from laneboard.workspace.land import land
 
-        res = land(store, card)
+        res = land(store, card, clones)
         if res.blocked is not None:
             raise LaneboardError(
                 "LANDING_BLOCKED",

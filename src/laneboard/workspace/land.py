@@ -12,14 +12,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.domain.model import Card, CommentKind
+from laneboard.domain.model import Card, CommentKind, Project
 from laneboard.store import Store
 from laneboard.store.tx import Tx
 from laneboard.workspace import git as g
-from laneboard.workspace.lanes import Lane, all_lanes, lane_for, lanes_actor, latest_lane
+from laneboard.workspace.lanes import (
+    Lane,
+    all_lanes,
+    delivered_commit,
+    lane_for,
+    lanes_actor,
+    latest_lane,
+    publish,
+    publish_verified,
+    remove_tree,
+)
 
 
 @dataclass
@@ -38,22 +49,33 @@ class LandResult:
         return dict(self.__dict__)
 
 
+# Held from a landing's merge until its ``lane.landed`` event is committed: the post-turn
+# boundary check reads the checkout under it, so a merge it sees is always one it can
+# explain (supervisor.boundary.check_after_turn).
+LANDING = threading.RLock()
+
+
 def _lane_to_land(tx: Tx, card: Card) -> Lane | None:
     return lane_for(tx, card.id, card.delivery_round) or latest_lane(tx, card.id)
 
 
-def land(store: Store, card: Card) -> LandResult:
-    """Merge the card's lane branch into the project's current branch.
+def land(store: Store, card: Card, clones: str | None = None) -> LandResult:
+    """Merge the card's lane branch into the project's current branch — for a project with
+    a remote, onto the remote's base branch, from this machine's clone (under ``clones``).
 
     A refusal whose reason is the one last recorded for the card writes no second note.
     """
     with store.read() as tx:
         lane = _lane_to_land(tx, card)
+        project = tx.project(id=card.project_id)
     res = LandResult(card.ref)
     if lane is None:
         res.skipped = "has no lane record"
         return res
     res.branch = lane.branch
+    if project is not None and project.remote and card.meta.get("review_of") is not None:
+        res.skipped = "is a review: its lane holds the reviewed round, which lands itself"
+        return res
     if lane.state == "landed":
         res.landed, res.already = True, True
         res.merge_commit, res.target_branch = lane.merge_commit, lane.target_branch
@@ -62,12 +84,72 @@ def land(store: Store, card: Card) -> LandResult:
         res.skipped = "its lane was already cleaned up"
         return res
     try:
-        return _land(store, card, lane, res)
+        with LANDING:  # the merge and its lane.landed event, as one step for this process
+            if project is not None and project.remote:
+                return _land_remote(store, card, lane, res, project, clones)
+            return _land(store, card, lane, res)
     except g.GitError as exc:
         return _blocked(store, card, lane, res, f"git failed: {exc}", [f"cd {lane.repo}"])
 
 
-def land_closed(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+def _land_remote(
+    store: Store, card: Card, lane: Lane, res: LandResult, project: Project, clones: str | None
+) -> LandResult:
+    """Land on the remote's base branch: fetch, merge the round's verified commit without a
+    working tree, push with a lease on the base; a base that moved meanwhile is retried."""
+    from laneboard.workspace import remote as rm
+    from laneboard.workspace.verify import settings
+
+    declared = settings(store, project.id, rm.clone_dir(clones, project)).get("base_ref")
+    clone = rm.ensure_clone(clones, project, str(declared) if declared else None)
+    base = rm.base_branch(clone, str(declared) if declared else None)
+    res.target_branch = base
+    here = os.path.realpath(lane.repo) == os.path.realpath(clone) and os.path.isdir(lane.path)
+    commit = delivered_commit(store, lane.card_id, lane.round)
+    if commit is not None and here:
+        publish(lane, commit)  # this machine's lane: make sure the remote has it
+    if commit is None:  # not verified by the runtime: the lane branch as pushed
+        for ref in (rm.tracking(lane.branch), f"refs/heads/{lane.branch}"):
+            if g.resolves(clone, ref):
+                commit = g.commit_of(clone, ref)
+                break
+    if commit is None or not g.resolves(clone, commit):
+        what = f"the verified commit {commit[:12]} of" if commit else "the lane branch"
+        return _blocked(
+            store, card, lane, res,
+            f"{what} {lane.branch} is not on the remote {project.remote} (the machine that "
+            "ran the lane has not pushed it)",
+            [f"git -C {lane.path} push {project.remote} HEAD:refs/heads/{lane.branch}",
+             f"lb land {card.ref}"],
+        )  # fmt: skip
+    message = f"Land {card.ref}: {card.title} ({lane.branch})"
+    got = rm.land_on_remote(clone, base, commit, message)
+    if got.merge_commit is not None:
+        res.already = got.already
+        return _landed(store, card, lane, res, got.merge_commit, retries=got.retries)
+    if got.conflicts:
+        conflict = {
+            "round": lane.round,
+            "files": got.conflicts,
+            "branch": lane.branch,
+            "onto": base,
+            "onto_commit": got.onto_commit,
+            "lane_commit": commit,
+        }
+        return _blocked(
+            store, card, lane, res,
+            f"merging {lane.branch} into {base} conflicts in {', '.join(got.conflicts)}",
+            [f"git clone {project.remote} && cd <clone>", f"git fetch origin {lane.branch}",
+             f"git merge --no-ff FETCH_HEAD   # on {base}; resolve, commit, push",
+             f"lb land {card.ref}"],
+            conflict,
+        )  # fmt: skip
+    return _blocked(store, card, lane, res, str(got.error), [f"lb land {card.ref}"])
+
+
+def land_closed(
+    store: Store, limit: int = 50, clones: str | None = None
+) -> list[dict[str, Any]]:
     """Land ``done`` cards whose current round's lane was never merged.
 
     A card closed outside the landing gate (by a tool that does not install it) is
@@ -75,14 +157,9 @@ def land_closed(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     in place, with one note per distinct reason.
     """
     with store.read() as tx:
-        got = tx.all(
-            "SELECT c.id FROM lanes l JOIN cards c ON c.id = l.card_id WHERE l.state = "
-            "'active' AND c.status = 'done' AND l.round = c.delivery_round ORDER BY c.id "
-            "LIMIT ?",
-            (limit,),
-        )
-        cards = [c for c in (tx.card(int(r["id"])) for r in got) if c is not None]
-    return [land(store, c).to_dict() for c in cards]
+        got = tx.done_cards_with_active_lanes(limit)
+        cards = [c for c in (tx.card(i) for i in got) if c is not None]
+    return [land(store, c, clones).to_dict() for c in cards]
 
 
 def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
@@ -97,13 +174,14 @@ def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
             f"the project checkout {repo} has a detached HEAD (no branch to land on)",
             [f"cd {repo}", "git switch <branch>", f"lb land {card.ref}"],
         )  # fmt: skip
+    publish_verified(store, lane)
     if not g.branch_exists(repo, lane.branch):
         return _blocked(
             store, card, lane, res, f"the lane branch {lane.branch} no longer exists", []
         )
     if g.is_ancestor(repo, f"refs/heads/{lane.branch}", "HEAD"):
-        res.already = True
-        return _landed(store, card, lane, res, g.commit_of(repo, f"refs/heads/{lane.branch}"))
+        res.already = True  # merged by hand: record the commit that brought it in
+        return _landed(store, card, lane, res, merged_by(repo, f"refs/heads/{lane.branch}"))
     dirty = g.status_lines(repo, untracked=False)
     if dirty:
         shown = ", ".join(line[3:] for line in dirty[:10]) + (" …" if len(dirty) > 10 else "")
@@ -123,34 +201,43 @@ def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
     conflicted = [
         p for p in g.git(repo, "diff", "--name-only", "--diff-filter=U", check=False).out.split()
     ]
+    conflict: dict[str, Any] | None = None
     if g.resolves(repo, "MERGE_HEAD"):
         g.git(repo, "merge", "--abort", check=False)
-    if conflicted:
+    untracked = _untracked_collisions(merged.err)
+    if untracked:
+        reason = (
+            f"merging {lane.branch} into {target} would overwrite untracked files in the "
+            f"checkout: {', '.join(untracked[:20])}"
+        )
+    elif conflicted:
         reason = f"merging {lane.branch} into {target} conflicts in {', '.join(conflicted[:20])}"
+        conflict = _conflict(lane, target, conflicted[:20])
     else:
         reason = f"merging {lane.branch} into {target} failed: {merged.detail()}"
     return _blocked(
         store, card, lane, res, reason,
         [f"cd {repo}", f"git merge --no-ff {lane.branch}", "# resolve, then: git commit",
          f"lb land {card.ref}"],
+        conflict,
     )  # fmt: skip
 
 
-def _landed(store: Store, card: Card, lane: Lane, res: LandResult, commit: str) -> LandResult:
+def _landed(
+    store: Store, card: Card, lane: Lane, res: LandResult, commit: str, retries: int = 0
+) -> LandResult:
     res.landed, res.merge_commit = True, commit
     with store.write() as tx:
-        now = tx.now()
-        tx.run(
-            "UPDATE lanes SET state = 'landed', merge_commit = ?, target_branch = ?, "
-            "landed_at = ?, updated_at = ? WHERE id = ?",
-            (commit, res.target_branch, now, now, lane.id),
-        )
-        fresh = tx.card(card.id)
+        tx.mark_lane_landed(lane.id, commit, res.target_branch)
+        fresh = tx.card(card.id, lock=True)
         if fresh is not None and fresh.status.value == "done" and "merge_commit" not in fresh.meta:
             # closed before it landed (the lanes pass): the card records its merge too
-            tx.update_card(
-                fresh.id, fresh.version, {"meta": {**fresh.meta, "merge_commit": commit}}
-            )
+            meta = {**fresh.meta, "merge_commit": commit}
+            if not tx.update_card(fresh.id, fresh.version, {"meta": meta}):
+                raise g.GitError(  # never a landing the card does not record
+                    f"{card.ref} changed while its merge {commit} was recorded; "
+                    f"run lb land {card.ref} again"
+                )
         tx.append_event(
             "lane.landed",
             lanes_actor(),
@@ -163,13 +250,65 @@ def _landed(store: Store, card: Card, lane: Lane, res: LandResult, commit: str) 
                 "into": res.target_branch,
                 "merge_commit": commit,
                 "already_merged": res.already,
+                **({"push_retries": retries} if retries else {}),
             },
         )
     return res
 
 
+def merged_by(repo: str, tip: str) -> str:
+    """The commit of the current branch that brought ``tip`` in: the oldest first-parent
+    commit descending from it (a merge made by hand), else ``tip`` itself."""
+    got = g.git(
+        repo, "rev-list", "--first-parent", "--ancestry-path", f"{tip}..HEAD", check=False
+    ).out.split()  # fmt: skip
+    return got[-1] if got else g.commit_of(repo, tip)
+
+
+def _untracked_collisions(detail: str) -> list[str]:
+    """The files git names when a merge would overwrite untracked files."""
+    lines = detail.splitlines()
+    for i, line in enumerate(lines):
+        if "untracked working tree files would be overwritten" in line:
+            out = []
+            for name in lines[i + 1 :]:
+                if not name.startswith(("\t", " ")) or not name.strip():
+                    break
+                out.append(name.strip())
+            return out
+    return []
+
+
+def _conflict(lane: Lane, onto: str, files: list[str]) -> dict[str, Any]:
+    """What conflicted, for the workflow to send the round back to its worker (in the
+    ``lane.land_blocked`` event): the files, the branch it conflicts with, both commits."""
+    return {
+        "round": lane.round,
+        "files": files,
+        "branch": lane.branch,
+        "onto": onto,
+        "onto_commit": g.commit_of(lane.repo, f"refs/heads/{onto}"),
+        "lane_commit": g.commit_of(lane.repo, f"refs/heads/{lane.branch}"),
+    }
+
+
+def last_conflict(tx: Tx, card_id: int) -> dict[str, Any] | None:
+    """The conflict of the card's last landing refusal, if its last landing event is one."""
+    r = tx.last_landing_event(card_id)
+    if r is None or r["type"] != "lane.land_blocked":
+        return None
+    got = json.loads(r["payload"]).get("conflict")
+    return got if isinstance(got, dict) else None
+
+
 def _blocked(
-    store: Store, card: Card, lane: Lane, res: LandResult, reason: str, commands: list[str]
+    store: Store,
+    card: Card,
+    lane: Lane,
+    res: LandResult,
+    reason: str,
+    commands: list[str],
+    conflict: dict[str, Any] | None = None,
 ) -> LandResult:
     res.blocked, res.commands = reason, commands
     body = (
@@ -188,43 +327,66 @@ def _blocked(
             card_id=card.id,
             project_id=card.project_id,
             run_id=card.run_id,
-            payload={"ref": card.ref, "branch": lane.branch, "reason": reason},
+            payload={
+                "ref": card.ref,
+                "branch": lane.branch,
+                "reason": reason,
+                **({"conflict": conflict} if conflict else {}),
+            },
         )
     return res
 
 
 def _last_refusal(tx: Tx, card_id: int) -> str | None:
-    r = tx.one(
-        "SELECT type, payload FROM events WHERE card_id = ? AND type IN "
-        "('lane.landed', 'lane.land_blocked') ORDER BY id DESC LIMIT 1",
-        (card_id,),
-    )
+    r = tx.last_landing_event(card_id)
     if r is None or r["type"] != "lane.land_blocked":
         return None
     return str(json.loads(r["payload"]).get("reason"))
 
 
 # -- cleanup -----------------------------------------------------------------------------
-def cleanup_terminal(store: Store, card_id: int | None = None) -> list[dict[str, Any]]:
+def cleanup_terminal(
+    store: Store, card_id: int | None = None, clones: str | None = None
+) -> list[dict[str, Any]]:
     """Remove the worktree, then the branch, of terminal cards' merged lanes.
+
+    A lane in a clone of a project's remote is cleaned only by its own machine (its clone
+    is under this machine's ``clones``), once its branch is on the remote's base; its
+    branch is then deleted from the remote too.
 
     Returns one entry per lane looked at: ``cleaned`` or ``kept`` with the reason.
     """
+    from laneboard.workspace import remote as rm
+
     with store.read() as tx:
-        sql = (
-            "SELECT l.id FROM lanes l JOIN cards c ON c.id = l.card_id "
-            "WHERE l.state IN ('active', 'landed') AND c.status IN ('done', 'canceled')"
-        )
-        params: tuple[Any, ...] = ()
-        if card_id is not None:
-            sql += " AND c.id = ?"
-            params = (card_id,)
-        ids = [int(r["id"]) for r in tx.all(sql + " ORDER BY l.id", params)]
+        ids = tx.terminal_lane_ids(card_id)
         lanes = [lane for lane in all_lanes(tx, ("active", "landed")) if lane.id in ids]
-    return [_cleanup(store, lane) for lane in lanes]
+    mine = os.path.realpath(rm.clones_root(clones)) + os.sep
+    fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
+    out = []
+    for lane in lanes:
+        if not rm.is_clone(lane.repo):
+            out.append(_cleanup(store, lane))
+            continue
+        if not os.path.realpath(lane.repo).startswith(mine):
+            continue  # another machine's lane: that machine cleans it
+        if lane.repo not in fetched:
+            try:
+                rm.fetch(lane.repo)
+                fetched[lane.repo] = None
+            except g.GitError as exc:
+                fetched[lane.repo] = str(exc)
+        why = fetched[lane.repo]
+        if why is not None:
+            out.append({"lane": lane.branch, "path": lane.path, "action": "kept", "reason": why})
+            continue
+        out.append(_cleanup(store, lane, remote=True))
+    return out
 
 
-def _cleanup(store: Store, lane: Lane) -> dict[str, Any]:
+def _cleanup(store: Store, lane: Lane, remote: bool = False) -> dict[str, Any]:
+    from laneboard.workspace import remote as rm
+
     out: dict[str, Any] = {"lane": lane.branch, "path": lane.path, "action": "kept"}
     try:
         if not os.path.isdir(lane.repo):
@@ -234,28 +396,26 @@ def _cleanup(store: Store, lane: Lane) -> dict[str, Any]:
         if target is None:
             out["reason"] = "the project checkout has a detached HEAD"
             return out
+        into = rm.tracking(target) if remote else "HEAD"  # a clone: the remote's base
         has_branch = g.branch_exists(lane.repo, lane.branch)
-        if has_branch and not g.is_ancestor(lane.repo, f"refs/heads/{lane.branch}", "HEAD"):
+        if has_branch and not g.is_ancestor(lane.repo, f"refs/heads/{lane.branch}", into):
             out["reason"] = f"{lane.branch} holds work not merged into {target}"
             return out
         if g.is_checkout(lane.path):
             _keep_runtime_files(lane)
-            removed = g.git(lane.repo, "worktree", "remove", lane.path, check=False)
-            if not removed.ok:
-                out["reason"] = f"the worktree is not clean: {removed.detail()}"
+            refused = remove_tree(lane, into)
+            if refused is not None:
+                out["reason"] = refused
                 return out
-        g.git(lane.repo, "worktree", "prune")
         if has_branch:
-            g.git(lane.repo, "branch", "-d", lane.branch)
+            g.git(lane.repo, "branch", "-D" if remote else "-d", lane.branch)
+        if remote:
+            rm.delete_lane(lane.repo, lane.branch)
     except g.GitError as exc:
         out["reason"] = str(exc)
         return out
     with store.write() as tx:
-        now = tx.now()
-        tx.run(
-            "UPDATE lanes SET state = 'cleaned', cleaned_at = ?, updated_at = ? WHERE id = ?",
-            (now, now, lane.id),
-        )
+        tx.mark_lane_cleaned(lane.id)
         tx.append_event(
             "lane.cleaned",
             lanes_actor(),
@@ -300,7 +460,7 @@ def sweep_lanes(store: Store) -> list[dict[str, Any]]:
         except g.GitError:
             continue
         with store.write() as tx:
-            tx.run("DELETE FROM lanes WHERE id = ?", (lane.id,))
+            tx.delete_lane(lane.id)
             tx.append_event(
                 "lane.dropped",
                 lanes_actor(),

@@ -1,9 +1,16 @@
-"""Card lanes: one git worktree and branch per card round, recorded in the store.
+"""Card lanes: one git checkout and branch per card round, recorded in the store.
 
 A card in a git project runs in ``.worktrees/<card>[-r<round>]`` on branch
 ``lane/<card>[-r<round>]``. The base is probed: the project's declared ``base_ref``
 (missing is an error, never a silent fallback), else the newest earlier round's lane
 branch that still resolves, else the project's current branch.
+
+The lane is a repository of its own — its own ``.git`` with its own refs, index, config
+and hooks — that borrows the user's objects read-only through ``objects/info/alternates``
+(nothing is copied). An agent in its sandbox can commit, branch and inspect history in its
+lane and cannot write the user's refs, objects, hooks or config. The runtime, outside the
+sandbox, brings the verified commit into the user's repository as ``lane/<card>``
+(``publish``), which is what landing merges.
 """
 
 from __future__ import annotations
@@ -14,13 +21,15 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from laneboard.domain.model import Actor, Card, Project, system
+from laneboard.errors import LaneboardError
 from laneboard.store import Row, Store
 from laneboard.store.tx import Tx
 from laneboard.workspace import git as g
+from laneboard.workspace import remote as rm
 from laneboard.workspace.admit import AdmissionError
 
 if TYPE_CHECKING:
@@ -101,27 +110,22 @@ def _lane(r: Row) -> Lane:
 
 
 def lane_for(tx: Tx, card_id: int, round_: int) -> Lane | None:
-    r = tx.one("SELECT * FROM lanes WHERE card_id = ? AND round = ?", (card_id, round_))
+    r = tx.lane_row(card_id, round_)
     return _lane(r) if r else None
 
 
 def latest_lane(tx: Tx, card_id: int) -> Lane | None:
-    r = tx.one("SELECT * FROM lanes WHERE card_id = ? ORDER BY round DESC LIMIT 1", (card_id,))
+    r = tx.latest_lane_row(card_id)
     return _lane(r) if r else None
 
 
 def lanes_of(tx: Tx, card_id: int) -> list[Lane]:
-    got = tx.all("SELECT * FROM lanes WHERE card_id = ? ORDER BY round", (card_id,))
+    got = tx.lane_rows_of(card_id)
     return [_lane(r) for r in got]
 
 
 def all_lanes(tx: Tx, states: tuple[str, ...] = ()) -> list[Lane]:
-    if states:
-        marks = ", ".join("?" * len(states))
-        got = tx.all(f"SELECT * FROM lanes WHERE state IN ({marks}) ORDER BY id", states)
-    else:
-        got = tx.all("SELECT * FROM lanes ORDER BY id")
-    return [_lane(r) for r in got]
+    return [_lane(r) for r in tx.lane_rows(states)]
 
 
 def record_lane(
@@ -135,22 +139,15 @@ def record_lane(
     how: str,
 ) -> Lane:
     """Insert (or refresh) the lane row for the card's round, with its event."""
-    now = tx.now()
     old = lane_for(tx, card.id, card.delivery_round)
     if old is None:
-        tx.run(
-            "INSERT INTO lanes (card_id, round, project_id, repo, path, branch, base, "
-            "base_commit, state, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
-            (card.id, card.delivery_round, card.project_id, repo, path, branch, base,
-             base_commit, now, now),
-        )  # fmt: skip
-    else:
-        tx.run(
-            "UPDATE lanes SET repo = ?, path = ?, branch = ?, updated_at = ?, "
-            "state = CASE WHEN state = 'cleaned' THEN 'active' ELSE state END WHERE id = ?",
-            (repo, path, branch, now, old.id),
+        tx.insert_lane(
+            card.id, card.delivery_round, card.project_id, repo, path, branch, base, base_commit
         )
+    elif rm.is_clone(repo):  # another machine's lane of this round before: its base too
+        tx.refresh_lane(old.id, repo, path, branch, base, base_commit)
+    else:
+        tx.refresh_lane(old.id, repo, path, branch)
     tx.append_event(
         "lane.created" if old is None else "lane.refreshed",
         lanes_actor(),
@@ -172,7 +169,111 @@ def record_lane(
     return got
 
 
+# -- the lane's own repository ------------------------------------------------------------
+IDENTITY_KEYS = ("user.name", "user.email")
+
+
+def make_lane(repo: str, slot: str, branch: str, commit: str) -> None:
+    """A repository at ``slot`` sharing ``repo``'s objects, on ``branch`` at ``commit``.
+
+    It is built beside the slot and renamed into place, so a process killed half-way
+    leaves no half-made lane at ``slot`` (only a ``.making-`` directory, removed later).
+    """
+    parent, name = os.path.split(slot)
+    for stale in os.listdir(parent):  # left by a process killed while making a lane
+        if stale.startswith(name + ".making-"):
+            shutil.rmtree(os.path.join(parent, stale), ignore_errors=True)
+    tmp = f"{slot}.making-{os.getpid()}"
+    try:
+        g.git(repo, "init", "-q", "--template=", tmp)  # no sample hooks
+        with open(os.path.join(tmp, ".git", "objects", "info", "alternates"), "w") as fh:
+            fh.write(os.path.join(g.common_dir(repo), "objects") + "\n")
+        for key in IDENTITY_KEYS:  # commits in the lane carry the user's identity
+            got = g.git(repo, "config", "--get", key, check=False)
+            if got.ok and got.out.strip():
+                g.git(tmp, "config", key, got.out.strip())
+        g.git(tmp, "update-ref", f"refs/heads/{branch}", commit)
+        g.git(tmp, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        g.git(tmp, "reset", "-q", "--hard", commit)
+        g.ensure_excluded(tmp)
+        os.rename(tmp, slot)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def publish(lane: Lane, commit: str) -> None:
+    """Bring ``commit`` of the lane into the user's repository as the lane branch; in a
+    clone of a project's remote, push it to the remote as that branch too."""
+    if not g.resolves(lane.repo, commit):
+        g.git(lane.repo, "fetch", "-q", "--no-tags", lane.path, commit)
+    g.git(lane.repo, "update-ref", f"refs/heads/{lane.branch}", commit)
+    if rm.is_clone(lane.repo):
+        rm.push_lane(lane.repo, lane.branch, commit)
+
+
+def delivered_commit(store: Store, card_id: int, round_: int) -> str | None:
+    """The lane commit the runtime verified for a round (its report's ``git:`` evidence)."""
+    with store.read() as tx:
+        rep = tx.report(card_id, round_)
+    for ev in reversed(rep.evidence if rep else []):
+        if ev.command == "git rev-parse HEAD" and ev.digest.startswith("git:"):
+            return ev.digest.removeprefix("git:")
+    return None
+
+
+def publish_verified(store: Store, lane: Lane) -> None:
+    """Before landing: the lane branch holds the round's verified commit (the pool may not
+    have published it yet when a landing runs right after the delivery)."""
+    commit = delivered_commit(store, lane.card_id, lane.round)
+    if commit is not None and os.path.isdir(lane.path):
+        try:
+            publish(lane, commit)
+        except g.GitError as exc:
+            log.warning("cannot publish %s of %s: %s", commit[:12], lane.branch, exc)
+
+
+def publish_delivery(store: Store, card_id: int) -> str | None:
+    """After a turn: publish the verified commit of the card's current round, if any."""
+    with store.read() as tx:
+        card = tx.card(card_id)
+        lane = lane_for(tx, card_id, card.delivery_round) if card else None
+    if card is None or lane is None or lane.state != "active" or not os.path.isdir(lane.path):
+        return None
+    commit = delivered_commit(store, card_id, card.delivery_round)
+    if commit is None:
+        return None
+    try:
+        publish(lane, commit)
+    except g.GitError as exc:
+        log.warning("cannot publish %s of %s: %s", commit[:12], card.ref, exc)
+        return None
+    return commit
+
+
+def remove_tree(lane: Lane, into: str = "HEAD") -> str | None:
+    """Delete a lane's directory when everything in it is merged into the user's current
+    branch (``into``) and nothing is uncommitted; else say why not (unmerged work is never
+    lost)."""
+    dirty = g.status_lines(lane.path)
+    if dirty:
+        return f"the lane has uncommitted changes ({', '.join(d[3:] for d in dirty[:5])})"
+    head = g.commit_of(lane.path, "HEAD")
+    if not g.resolves(lane.repo, head) or not g.is_ancestor(lane.repo, head, into):
+        return f"the lane's {lane.branch} at {head[:12]} holds work not merged into the checkout"
+    shutil.rmtree(lane.path)
+    return None
+
+
 # -- admission -------------------------------------------------------------------------
+def conflict_to_resolve(card: Card) -> dict[str, Any] | None:
+    """``meta.conflict_resolve`` when this round exists to resolve a landing conflict."""
+    info = card.meta.get("conflict_resolve")
+    if isinstance(info, dict) and info.get("round") == card.delivery_round:
+        return info
+    return None
+
+
 def probe_base(repo: str, card: Card, declared: str | None) -> tuple[str, str]:
     """The base ref for a new lane branch and the commit it names now."""
     if declared:
@@ -183,6 +284,10 @@ def probe_base(repo: str, card: Card, declared: str | None) -> tuple[str, str]:
                 code="WORKSPACE_BASE_UNRESOLVED",
             )
         return declared, g.commit_of(repo, declared)
+    resolve = conflict_to_resolve(card)
+    if resolve is not None and g.branch_exists(repo, str(resolve["onto"])):
+        onto = str(resolve["onto"])  # a landing conflict: start from where it must land
+        return onto, g.commit_of(repo, f"refs/heads/{onto}")
     for rnd in range(card.delivery_round - 1, 0, -1):
         prev = lane_branch(card.ref, rnd)
         if g.branch_exists(repo, prev):
@@ -198,8 +303,26 @@ def probe_base(repo: str, card: Card, declared: str | None) -> tuple[str, str]:
     )
 
 
+def probe_remote_base(clone: str, card: Card, base: str) -> tuple[str, str]:
+    """The base of a new lane in a clone of the project's remote: where a landing conflict
+    must land, else the newest earlier round's lane branch (this machine's or the
+    remote's), else the remote's base branch as fetched now."""
+    resolve = conflict_to_resolve(card)
+    if resolve is not None and g.resolves(clone, rm.tracking(str(resolve["onto"]))):
+        onto = str(resolve["onto"])
+        return onto, g.commit_of(clone, rm.tracking(onto))
+    for rnd in range(card.delivery_round - 1, 0, -1):
+        prev = lane_branch(card.ref, rnd)
+        if g.branch_exists(clone, prev):
+            return prev, g.commit_of(clone, f"refs/heads/{prev}")
+        if g.resolves(clone, rm.tracking(prev)):
+            return prev, g.commit_of(clone, rm.tracking(prev))
+    return base, g.commit_of(clone, rm.tracking(base))
+
+
 class LaneAdmitter:
-    """The ``Admitter`` that gives every card in a git project its own lane."""
+    """The ``Admitter`` that gives every card in a git project its own lane; a project with
+    a remote has its lanes made in this machine's clone of it (under ``clones``)."""
 
     CHECKOUT_TTL_S = 2.0  # one poll pass admits several cards of a project: ask git once
 
@@ -209,8 +332,13 @@ class LaneAdmitter:
         *,
         warn: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        clones: str | None = None,
+        fetch_within_s: float = rm.FRESH_S,
     ) -> None:
         self.board = board
+        self.clones = clones
+        self.fetch_within_s = fetch_within_s  # a remote fetched this recently is not again
+        self._mine: dict[int, Lane] = {}  # card id -> the lane admitted here (a remote's)
         self.store: Store = board.store
         self.warn = warn or log.warning
         self._warned: set[str] = set()
@@ -228,13 +356,15 @@ class LaneAdmitter:
         return repo
 
     def admit(self, card: Card, project: Project) -> str:
+        if project.remote:
+            return self._admit_remote(card, project)
         if not project.path:
             raise AdmissionError(f"project {project.key} has no directory", code="PROJECT_UNMAPPED")
         if not os.path.isdir(project.path):
             raise AdmissionError(
                 f"project directory {project.path} does not exist", code="PROJECT_DIR_MISSING"
             )
-        cfg = self.board.project_config(project.id)
+        cfg = self.settings(project)
         if str(cfg.get("workspace", "lanes")) == "shared":
             self._warn_shared(card, project)
             return project.path
@@ -253,16 +383,72 @@ class LaneAdmitter:
         os.makedirs(target, exist_ok=True)
         return target
 
+    def _admit_remote(self, card: Card, project: Project) -> str:
+        """A lane in this machine's clone of the remote, from the remote's base."""
+        clone = rm.clone_dir(self.clones, project)
+        try:
+            declared = self.settings(replace(project, path=clone)).get("base_ref")
+            repo = rm.ensure_clone(self.clones, project, str(declared) if declared else None,
+                                   fresh_s=self.fetch_within_s)  # fmt: skip
+            cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
+            lane = self._lane(card, project, repo, cfg, remote=True)
+        except g.GitError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+        except OSError as exc:
+            raise AdmissionError(
+                f"cannot prepare the lane: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+        return lane.path
+
+    def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
+        """A review of a lane another machine ran, on this machine: a lane of the review card
+        in this machine's clone, at the round's verified commit as pushed to the remote."""
+        try:
+            declared = self.settings(replace(project, path=rm.clone_dir(self.clones, project)))
+            base = declared.get("base_ref")
+            repo = rm.ensure_clone(self.clones, project, str(base) if base else None)
+            commit = delivered_commit(self.store, reviewed.card_id, reviewed.round)
+            if commit is None and g.resolves(repo, rm.tracking(reviewed.branch)):
+                commit = g.commit_of(repo, rm.tracking(reviewed.branch))
+            if commit is None or not g.resolves(repo, commit):
+                raise AdmissionError(
+                    f"{reviewed.branch} is not on the remote {project.remote} yet",
+                    code="WORKSPACE_REVIEW_TARGET_MISSING",
+                )
+            name = lane_name(review.ref, review.delivery_round)
+            branch, slot = LANE_PREFIX + name, os.path.join(repo, WORKTREES, name)
+            g.ensure_excluded(repo)
+            os.makedirs(os.path.join(repo, WORKTREES), exist_ok=True)
+            reuse = os.path.lexists(slot) and g.is_checkout(slot) and g.resolves(slot, "HEAD")
+            if reuse and g.commit_of(slot, "HEAD") == commit:
+                return self._record(review, repo, slot, branch, "reused",
+                                    reviewed.branch, commit).path  # fmt: skip
+            if os.path.lexists(slot):
+                self._move_aside(slot)
+            make_lane(repo, slot, branch, commit)
+            return self._record(review, repo, slot, branch, "review", reviewed.branch, commit).path
+        except g.GitError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+
+    def settings(self, project: Project) -> dict[str, Any]:
+        """The project's resolved settings; a bad project file defers its cards uncounted."""
+        from laneboard.config import effective_project_config
+
+        try:
+            return effective_project_config(project, self.board.project_config(project.id))
+        except LaneboardError as err:
+            raise AdmissionError(err.line(), card_scoped=False, code=err.code) from None
+
     def _warn_shared(self, card: Card, project: Project) -> None:
         path = os.path.realpath(str(project.path))
         if path in self._warned:
             return
         with self.store.read() as tx:
-            others = tx.scalar(
-                "SELECT count(*) AS n FROM cards WHERE project_id = ? AND status = 'in_progress' "
-                "AND id <> ?",
-                (project.id, card.id),
-            )
+            others = tx.count_other_in_progress(project.id, card.id)
         if int(others or 0) > 0:
             self._warned.add(path)
             self.warn(
@@ -270,31 +456,68 @@ class LaneAdmitter:
                 f"{path} ({card.ref} joins {int(others)} in progress)"
             )
 
-    def _lane(self, card: Card, project: Project, repo: str, cfg: dict[str, Any]) -> Lane:
+    def _lane(
+        self, card: Card, project: Project, repo: str, cfg: dict[str, Any], remote: bool = False
+    ) -> Lane:
         name = lane_name(card.ref, card.delivery_round)
         branch = LANE_PREFIX + name
         slot = os.path.join(repo, WORKTREES, name)
         g.ensure_excluded(repo)
         os.makedirs(os.path.join(repo, WORKTREES), exist_ok=True)
+        if remote and os.path.lexists(slot) and not self._ours(card, slot):
+            self._drop_stale(repo, slot)
         if os.path.lexists(slot):
-            if os.path.isdir(slot) and not os.path.islink(slot) and g.is_checkout(slot):
+            checkout = os.path.isdir(slot) and not os.path.islink(slot) and g.is_checkout(slot)
+            if checkout and g.resolves(slot, "HEAD"):
                 have = g.current_branch(slot)
                 if have != branch:
                     raise AdmissionError(
                         f"{slot} is a checkout of {have or 'a detached HEAD'}, not {branch} "
-                        f"(move it away or remove it with: git worktree remove {slot})",
+                        f"(move it away or remove it: rm -rf {slot})",
                         code="WORKSPACE_ERROR",
                     )
                 return self._record(card, repo, slot, branch, "reused")
-            self._move_aside(slot)
-        g.git(repo, "worktree", "prune")
+            self._move_aside(slot)  # not a checkout, or a lane half made (no commit yet)
         if g.branch_exists(repo, branch):
-            g.git(repo, "worktree", "add", slot, branch)
+            make_lane(repo, slot, branch, g.commit_of(repo, f"refs/heads/{branch}"))
             return self._record(card, repo, slot, branch, "reattached")
-        declared = project.base_ref or cfg.get("base_ref")
-        base, base_commit = probe_base(repo, card, str(declared) if declared else None)
-        g.git(repo, "worktree", "add", "-b", branch, slot, base_commit)
+        declared = cfg.get("base_ref")
+        if remote and g.resolves(repo, rm.tracking(branch)):  # pushed from another machine
+            make_lane(repo, slot, branch, g.commit_of(repo, rm.tracking(branch)))
+            return self._record(card, repo, slot, branch, "reattached")
+        if remote:
+            target = rm.base_branch(repo, str(declared) if declared else None)
+            base, base_commit = probe_remote_base(repo, card, target)
+        else:
+            base, base_commit = probe_base(repo, card, str(declared) if declared else None)
+        make_lane(repo, slot, branch, base_commit)
+        resolve = conflict_to_resolve(card)
+        if resolve is not None and base == resolve.get("onto"):
+            # the conflicting round merged in, its conflicts left for the worker to resolve
+            # (a lane shares the repository's objects, not its refs: merge the commit)
+            g.git(slot, "merge", "--no-ff", "--no-commit", str(resolve["lane_commit"]),
+                  check=False, identity=True)  # fmt: skip
         return self._record(card, repo, slot, branch, "created", base, base_commit)
+
+    def _ours(self, card: Card, slot: str) -> bool:
+        """The round's lane record names this slot (a slot it does not name was left by an
+        admission here that another machine's claim won)."""
+        with self.store.read() as tx:
+            rec = lane_for(tx, card.id, card.delivery_round)
+        return rec is not None and rec.path == os.path.realpath(slot)
+
+    def _drop_stale(self, repo: str, slot: str) -> None:
+        """Remove a leftover lane of a clone that holds nothing of its own (clean, every
+        commit in the clone); anything else is moved aside, never lost."""
+        try:
+            clean = g.is_checkout(slot) and not g.status_lines(slot)
+            head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out
+            if clean and head.strip() and g.resolves(repo, head.strip()):
+                shutil.rmtree(slot)
+                return
+        except g.GitError:
+            pass  # a lane git cannot read is not known to be empty: it is kept, moved aside
+        self._move_aside(slot)
 
     def _move_aside(self, slot: str) -> None:
         stamp = self.store.clock.now_ms()
@@ -326,5 +549,26 @@ class LaneAdmitter:
                 mb = g.git(repo, "merge-base", base, f"refs/heads/{branch}", check=False)
                 base_commit = mb.out.strip() if mb.ok else g.commit_of(repo, branch)
         path = os.path.realpath(slot)
-        with self.store.write() as tx:
-            return record_lane(tx, card, repo, path, branch, base, base_commit, how)
+        if not rm.is_clone(repo):
+            with self.store.write() as tx:
+                return record_lane(tx, card, repo, path, branch, base, base_commit, how)
+        with self.store.write() as tx:  # several machines may admit a card; one claims it
+            fresh = tx.card(card.id, lock=True)  # after a claim committed, or before it
+            old = lane_for(tx, card.id, card.delivery_round)
+            if old is not None and old.path != path and fresh is not None and fresh.holder:
+                got = replace(old, repo=repo, path=path, base=base, base_commit=base_commit)
+            else:
+                got = record_lane(tx, card, repo, path, branch, base, base_commit, how)
+        self._mine[card.id] = got
+        return got
+
+    def own(self, tx: Tx, card: Card) -> None:
+        """In the claim's transaction: the lane record of the claimed round names this
+        machine's lane (another machine may have admitted the card after it)."""
+        mine = self._mine.pop(card.id, None)
+        if mine is None or mine.round != card.delivery_round:
+            return
+        cur = lane_for(tx, card.id, card.delivery_round)
+        if cur is not None and (cur.path, cur.base_commit) != (mine.path, mine.base_commit):
+            tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
+                            mine.base_commit)  # fmt: skip

@@ -3,7 +3,8 @@
 The changed paths since the lane's base (committed, staged, unstaged and untracked)
 must lie within the card's ``allowed_paths``; then each of the card's ``checks`` and
 the project's ``review_gate`` runs in the lane with a timeout. Every output is kept as a
-log file under ``.laneboard/<card>/checks/`` and summarized as evidence.
+log file under the project checkout's ``.laneboard/lanes/<lane>/<card>/checks/`` (it
+outlives the lane's tree) and summarized as evidence.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from laneboard.domain.model import Card, Evidence
 from laneboard.store import Store
 from laneboard.workspace import git as g
-from laneboard.workspace.lanes import Lane, lane_for
+from laneboard.workspace.lanes import Lane, lane_for, publish
 
 DEFAULT_CHECK_TIMEOUT_S = 120.0
 TIMEOUT_EXIT = 124
@@ -52,9 +53,18 @@ class Verification:
         return out
 
 
-def settings(store: Store, project_id: int) -> dict[str, Any]:
+def settings(store: Store, project_id: int, checkout: str | None = None) -> dict[str, Any]:
+    """The project's resolved settings (its file, the board, the user's file, defaults);
+    ``checkout``: where its file is read on this machine (a clone of its remote)."""
+    from dataclasses import replace
+
+    from laneboard.config import effective_project_config
+
     with store.read() as tx:
-        return tx.project_config(project_id)
+        project, stored = tx.project(id=project_id), tx.project_config(project_id)
+    if project is not None and checkout is not None:
+        project = replace(project, path=checkout)
+    return effective_project_config(project, stored)
 
 
 def check_timeout(cfg: dict[str, Any]) -> float:
@@ -181,7 +191,14 @@ def verify_delivery(store: Store, card: Card) -> Verification:
     with store.read() as tx:
         project = tx.project(id=card.project_id)
         lane = lane_for(tx, card.id, card.delivery_round)
-        cfg = tx.project_config(card.project_id)
+        stored = tx.project_config(card.project_id)
+    from dataclasses import replace
+
+    from laneboard.config import effective_project_config
+
+    if project is not None and project.remote and lane is not None:
+        project = replace(project, path=lane.repo)  # its file as this machine's clone has it
+    cfg = effective_project_config(project, stored)
     if lane is not None and lane.state == "cleaned":
         lane = None
     commands = gate_commands(card, cfg)
@@ -217,14 +234,49 @@ def verify_delivery(store: Store, card: Card) -> Verification:
         v.message = f"cannot commit the delivery in {lane.path}: {exc}"
         v.fix = "commit the changes in the lane yourself and deliver again"
         return v
-    log_dir = os.path.join(str(v.directory), ".laneboard", card.ref, "checks")
+    log_dir = _log_dir(lane, card, str(v.directory))
     v.evidence, v.failed = run_checks(
         commands, str(v.directory), log_dir, check_timeout(cfg), f"r{card.delivery_round}-"
     )
     if v.failed is not None:
         return _failed(v, card)
     v.evidence.append(head)
+    refused = _publish(lane, head)
+    if refused is not None:
+        v.ok = False
+        v.message = f"the verified commit of {card.ref} could not be pushed: {refused}"
+        v.fix = "check that this machine can push to the project's remote, then deliver again"
     return v
+
+
+def _log_dir(lane: Lane, card: Card, directory: str) -> str:
+    """Where the round's check logs go: the project checkout's ``.laneboard/lanes/<lane>/``,
+    the place the lane's runtime files are kept when its tree is removed, so a report's
+    ``log_path`` stays true after cleanup. A checkout that cannot be written keeps them in
+    the lane (and cleanup copies them there)."""
+    kept = os.path.join(
+        lane.repo, ".laneboard", "lanes", os.path.basename(lane.path), card.ref, "checks"
+    )
+    try:
+        os.makedirs(kept, exist_ok=True)
+    except OSError:
+        return os.path.join(directory, ".laneboard", card.ref, "checks")
+    return kept
+
+
+def _publish(lane: Lane, head: Evidence) -> str | None:
+    """Outside an agent's sandbox the verified commit reaches the user's repository now;
+    inside one (the user's repository is read-only there) the pool publishes it after
+    the turn. A lane of a clone pushes it to the project's remote: a push that fails
+    refuses the delivery (returned: why), since another machine may land it."""
+    try:
+        publish(lane, head.digest.removeprefix("git:"))
+    except g.GitError as exc:
+        from laneboard.workspace import remote as rm
+
+        if rm.is_clone(lane.repo):
+            return str(exc)
+    return None
 
 
 def _failed(v: Verification, card: Card) -> Verification:

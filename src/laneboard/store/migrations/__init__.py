@@ -1,12 +1,14 @@
 """Versioned migrations, discovered from the ``vNNNN_name`` modules in this package.
 
-Add a migration by adding a module; never edit one that has shipped.
+Add a migration by adding a module; never edit one that has shipped. A statement is
+portable SQL, or a mapping from dialect to SQL for a step only some backends take.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -17,7 +19,7 @@ from laneboard.store.schema import SCHEMA_MIGRATIONS, Table
 class Migration:
     version: int
     name: str
-    statements: tuple[str, ...]
+    statements: tuple[str | Mapping[str, str], ...]
     tables: tuple[Table, ...]
 
 
@@ -34,6 +36,16 @@ def all_migrations() -> tuple[Migration, ...]:
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"duplicate migration versions: {versions}")
     return tuple(found)
+
+
+def for_dialect(m: Migration, dialect: str) -> list[str]:
+    """The statements of ``m`` this backend runs, in order."""
+    out = []
+    for stmt in m.statements:
+        sql = stmt if isinstance(stmt, str) else stmt.get(dialect)
+        if sql is not None:
+            out.append(sql)
+    return out
 
 
 def latest() -> int:

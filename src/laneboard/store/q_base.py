@@ -1,0 +1,26 @@
+"""The primitives every query mixin of ``Tx`` (``store.tx``) builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from laneboard.store.base import Row
+
+
+class Queries:
+    """Base of the query mixins: ``Tx`` defines ``pg``, ``now`` and the raw statements."""
+
+    pg: bool
+
+    if TYPE_CHECKING:
+
+        def now(self) -> int: ...
+
+        def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+        def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+
+        def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+        def run(self, sql: str, params: Sequence[Any] = ()) -> int: ...

@@ -1,0 +1,315 @@
+"""The dispatch queue and session records: queue rows, sessions, turns, deferrals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laneboard.store.base import Row
+from laneboard.store.q_base import Queries
+from laneboard.store.rows import dumps
+
+
+class QueueQueries(Queries):
+    # -- queue rows ----------------------------------------------------------------------
+    def live_queue_row(self, card_id: int, role: str, kind: str) -> Row | None:
+        """The pending or processing row of (card, role, kind), if any (its id)."""
+        return self.one(
+            "SELECT id FROM queue WHERE card_id = ? AND role = ? AND kind = ? "
+            "AND state IN ('pending', 'processing')",
+            (card_id, role, kind),
+        )
+
+    def insert_queue_row(
+        self,
+        kind: str,
+        card_id: int,
+        role: str,
+        project_id: int,
+        machine: str,
+        target_dir: str,
+        round_: int,
+        epoch: int,
+        payload: dict[str, Any],
+    ) -> Row:
+        now = self.now()
+        r = self.one(
+            "INSERT INTO queue (kind, card_id, role, project_id, machine, target_dir, round, epoch, "
+            "state, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)"
+            " RETURNING *",
+            (
+                kind,
+                card_id,
+                role,
+                project_id,
+                machine,
+                target_dir,
+                round_,
+                epoch,
+                dumps(payload),
+                now,
+                now,
+            ),
+        )
+        assert r is not None
+        return r
+
+    def queue_row(self, row_id: int) -> Row | None:
+        return self.one("SELECT * FROM queue WHERE id = ?", (row_id,))
+
+    def queue_rows(
+        self,
+        states: tuple[str, ...],
+        *,
+        machine: str | None = None,
+        card_id: int | None = None,
+        limit: int = 1000,
+    ) -> list[Row]:
+        where = ["state IN (" + ",".join("?" * len(states)) + ")"]
+        params: list[Any] = list(states)
+        if machine is not None:
+            where.append("machine = ?")
+            params.append(machine)
+        if card_id is not None:
+            where.append("card_id = ?")
+            params.append(card_id)
+        return self.all(
+            f"SELECT * FROM queue WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", [*params, limit]
+        )
+
+    def pending_queue_rows(
+        self, machine: str, last_kinds: tuple[str, ...] = (), limit: int = 200
+    ) -> list[Row]:
+        """Pending rows of one machine key, oldest first, rows of ``last_kinds`` after all others."""
+        params: list[Any] = [machine]
+        order = "id"
+        if last_kinds:
+            order = f"CASE WHEN kind IN ({','.join('?' * len(last_kinds))}) THEN 1 ELSE 0 END, id"
+            params.extend(last_kinds)
+        return self.all(
+            f"SELECT * FROM queue WHERE machine = ? AND state = 'pending' ORDER BY {order} LIMIT ?",
+            [*params, limit],
+        )
+
+    def queued_card_ids(self) -> set[int]:
+        """Cards with a pending or processing queue row."""
+        return {
+            int(r["card_id"])
+            for r in self.all(
+                "SELECT DISTINCT card_id FROM queue WHERE state IN ('pending', 'processing')"
+            )
+        }
+
+    def queue_counts(self) -> dict[str, int]:
+        return {
+            str(r["state"]): int(r["n"])
+            for r in self.all("SELECT state, count(*) AS n FROM queue GROUP BY state")
+        }
+
+    def take_queue_row(self, row_id: int, owner: str) -> bool:
+        """pending -> processing for this owner (compare-and-swap)."""
+        return (
+            self.run(
+                "UPDATE queue SET state = 'processing', owner = ?, attempts = attempts + 1, "
+                "started_at = ?, updated_at = ? WHERE id = ? AND state = 'pending'",
+                (owner, self.now(), self.now(), row_id),
+            )
+            == 1
+        )
+
+    def update_queue_row(self, row_id: int, fields: dict[str, Any]) -> None:
+        """Set columns of a queue row (``payload`` as JSON); bumps ``updated_at``."""
+        if "payload" in fields:
+            fields["payload"] = dumps(fields["payload"])
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.run(
+            f"UPDATE queue SET {sets}, updated_at = ? WHERE id = ?",
+            [*fields.values(), self.now(), row_id],
+        )
+
+    def last_handoff_target(self, card_id: int | None) -> str | None:
+        """The target directory of a card's newest handoff row."""
+        row = self.one(
+            "SELECT target_dir FROM queue WHERE card_id = ? AND kind = 'handoff' "
+            "ORDER BY id DESC LIMIT 1",
+            (card_id,),
+        )
+        return str(row["target_dir"]) if row else None
+
+    def last_handoff_at(self, card_id: int) -> int | None:
+        """When a card's newest handoff row was created."""
+        last = self.scalar(
+            "SELECT max(created_at) FROM queue WHERE card_id = ? AND kind = 'handoff'", (card_id,)
+        )
+        return int(last) if last is not None else None
+
+    # -- sessions ------------------------------------------------------------------------
+    def session_row(self, agent_kind: str, lane_key: str) -> Row | None:
+        return self.one(
+            "SELECT * FROM sessions WHERE agent_kind = ? AND lane_key = ?", (agent_kind, lane_key)
+        )
+
+    def session_rows(self, states: tuple[str, ...]) -> list[Row]:
+        return self.all(
+            "SELECT * FROM sessions WHERE state IN ("
+            + ",".join("?" * len(states))
+            + ") ORDER BY id",
+            states,
+        )
+
+    def insert_session(self, agent_kind: str, lane_key: str, values: dict[str, Any]) -> None:
+        """``values``: card_id, role, cwd, native_id, round, state, replayed, pid."""
+        now = self.now()
+        v = values
+        self.run(
+            "INSERT INTO sessions (agent_kind, lane_key, card_id, role, cwd, native_id, "
+            "round, state, resumed_by_replay, pid, last_used_at, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                agent_kind,
+                lane_key,
+                v["card_id"],
+                v["role"],
+                v["cwd"],
+                v["native_id"],
+                v["round"],
+                v["state"],
+                1 if v["replayed"] else 0,
+                v["pid"],
+                now,
+                now,
+                now,
+            ),
+        )
+
+    def update_session(self, rec_id: int, values: dict[str, Any]) -> None:
+        """Reuse a session record; ``values`` as for ``insert_session``."""
+        now = self.now()
+        v = values
+        self.run(
+            "UPDATE sessions SET card_id = ?, role = ?, cwd = ?, native_id = ?, round = ?, "
+            "state = ?, resumed_by_replay = ?, pid = ?, last_used_at = ?, updated_at = ? "
+            "WHERE id = ?",
+            (
+                v["card_id"],
+                v["role"],
+                v["cwd"],
+                v["native_id"],
+                v["round"],
+                v["state"],
+                1 if v["replayed"] else 0,
+                v["pid"],
+                now,
+                now,
+                rec_id,
+            ),
+        )
+
+    def set_session_state(self, rec_id: int, state: str, pid: int | None = None) -> None:
+        self.run(
+            "UPDATE sessions SET state = ?, pid = ?, updated_at = ? WHERE id = ?",
+            (state, pid, self.now(), rec_id),
+        )
+
+    # -- turns ---------------------------------------------------------------------------
+    def start_turn(
+        self,
+        queue_id: int | None,
+        card_id: int,
+        round_: int,
+        session_row: int | None,
+        agent_kind: str,
+        native_id: str | None,
+        prompt: str,
+    ) -> int:
+        r = self.one(
+            "INSERT INTO turns (queue_id, card_id, round, session_row, agent_kind, native_id, "
+            "prompt, outcome, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?) "
+            "RETURNING id",
+            (queue_id, card_id, round_, session_row, agent_kind, native_id, prompt, self.now()),
+        )
+        assert r is not None
+        return int(r["id"])
+
+    def finish_turn(
+        self,
+        turn_id: int,
+        outcome: str,
+        final_text: str,
+        error: str | None,
+        exit_code: int | None,
+        usage: dict[str, Any],
+    ) -> None:
+        self.run(
+            "UPDATE turns SET outcome = ?, final_text = ?, error = ?, exit_code = ?, "
+            "input_tokens = ?, output_tokens = ?, cost_usd = ?, duration_ms = ?, finished_at = ? "
+            "WHERE id = ?",
+            (
+                outcome,
+                final_text[-8000:],
+                error,
+                exit_code,
+                int(usage.get("input_tokens", 0)),
+                int(usage.get("output_tokens", 0)),
+                usage.get("cost_usd"),
+                int(usage.get("duration_ms", 0)),
+                self.now(),
+                turn_id,
+            ),
+        )
+
+    def lose_running_turns(self, queue_id: int, outcome: str = "lost") -> int:
+        """A queue row's turns still marked running end as ``outcome`` (``lost``, or
+        ``delivered`` when the card moved on before the turn was closed); returns how many."""
+        return self.run(
+            "UPDATE turns SET outcome = ?, finished_at = ? "
+            "WHERE queue_id = ? AND outcome = 'running'",
+            (outcome, self.now(), queue_id),
+        )
+
+    def turns_for_card(self, card_id: int, limit: int = 100) -> list[Row]:
+        """A card's newest ``limit`` turns, oldest first."""
+        return self.all(
+            "SELECT * FROM turns WHERE card_id = ? ORDER BY id DESC LIMIT ?", (card_id, limit)
+        )[::-1]
+
+    def turn_outcomes(self, card_id: int) -> list[Row]:
+        """The outcome of each of a card's turns."""
+        return self.all("SELECT outcome FROM turns WHERE card_id = ?", (card_id,))
+
+    def session_transcript(self, session_row: int, limit: int = 12) -> list[Row]:
+        """A session's newest ``limit`` turns (prompt, final text, outcome), oldest first."""
+        return self.all(
+            "SELECT prompt, final_text, outcome FROM turns WHERE session_row = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (session_row, limit),
+        )[::-1]
+
+    # -- deferrals -----------------------------------------------------------------------
+    def deferral(self, card_id: int) -> Row | None:
+        return self.one("SELECT * FROM deferrals WHERE card_id = ?", (card_id,))
+
+    def deferred_until(self) -> dict[int, int]:
+        return {
+            int(r["card_id"]): int(r["next_at"])
+            for r in self.all("SELECT card_id, next_at FROM deferrals")
+        }
+
+    def insert_deferral(self, card_id: int, failures: int, next_at: int, error: str) -> None:
+        self.run(
+            "INSERT INTO deferrals (card_id, failures, next_at, last_error, updated_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (card_id, failures, next_at, error, self.now()),
+        )
+
+    def update_deferral(self, card_id: int, failures: int, next_at: int, error: str) -> None:
+        self.run(
+            "UPDATE deferrals SET failures = ?, next_at = ?, last_error = ?, updated_at = ? "
+            "WHERE card_id = ?",
+            (failures, next_at, error, self.now(), card_id),
+        )
+
+    def clear_deferral(self, card_id: int) -> None:
+        self.run("DELETE FROM deferrals WHERE card_id = ?", (card_id,))
+
+    def deferrals(self) -> list[Row]:
+        return self.all("SELECT * FROM deferrals ORDER BY card_id")

@@ -1,0 +1,216 @@
+"""The supervisor's board socket: how the agent sessions it runs reach the board.
+
+The pool hands each session ``LANEBOARD_URL=unix:<state>/run/board.sock`` and its card
+token, never a database URL or path: the session's ``lb`` runs in remote mode and sends
+every call here. The socket serves ``POST /api/v1/ops/<operation>`` (``ops.endpoint``)
+with the standard library's threaded HTTP server; a call needs a bearer token (the
+socket is the user's own, so a caller without one is refused rather than trusted). The
+socket file is owner-only (0600) inside an owner-only directory (0700).
+
+A session cannot write its own token file (its directory is read-only in the sandbox),
+so when a worker's re-claim renews its credential the socket keeps the new token in that
+file itself and answers without it: the session's next ``lb`` reads it from the file.
+
+One socket serves one board per process: it starts with the first session's environment
+and stops with the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from laneboard.board.service import Board
+from laneboard.errors import LaneboardError
+from laneboard.ops import unix
+from laneboard.ops.endpoint import PREFIX, answer
+from laneboard.ops.validate import MAX_BODY
+
+READ_TIMEOUT_S = 30.0
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = False
+    board: Board
+    state_dir: str  # the supervisor's, holding the sessions' token files
+
+    def server_bind(self) -> None:
+        unix.bind(self.socket, str(self.server_address))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: Any) -> None:  # the supervisor log is enough
+        return
+
+    def _send(
+        self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def _refuse(self, err: LaneboardError, headers: dict[str, str] | None = None) -> None:
+        self._send(err.http_status, {"error": err.to_dict()}, headers)
+
+    def _not_allowed(self, allow: str) -> None:
+        doc = {"code": "METHOD_NOT_ALLOWED", "message": f"{self.command} is not allowed here"}
+        self._send(405, {"error": doc}, {"Allow": allow})
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            self._send(200, {"status": "ok"})
+        elif self.path.startswith(PREFIX):
+            self._not_allowed("POST")
+        else:
+            self._refuse(_no_route())
+
+    def do_POST(self) -> None:
+        if not self.path.startswith(PREFIX):
+            if self.path == "/healthz":
+                self._not_allowed("GET")
+            else:
+                self._refuse(_no_route())
+            return
+        length = self.headers.get("Content-Length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY:
+            self._refuse(LaneboardError("BAD_INPUT", "the call is too large", "send less"))
+            return
+        body = self.rfile.read(int(length))
+        try:
+            actor = self._actor()
+        except LaneboardError as err:
+            self._refuse(err, {"WWW-Authenticate": 'Bearer realm="laneboard"'})
+            return
+        status, doc = answer(
+            self.server.board, actor, self.path[len(PREFIX) :], body, dict(self.headers.items())
+        )
+        if doc.get("token"):
+            self._keep_token(actor, doc)
+        self._send(status, doc)
+
+    def _keep_token(self, actor: Any, doc: dict[str, Any]) -> None:
+        """Write a renewed credential into the session's token file, not the answer."""
+        from laneboard.supervisor.sandboxing import token_path, write_token
+
+        if actor.card_id is None:
+            return
+        with self.server.board.store.read() as tx:
+            card = tx.card(actor.card_id)
+        path = token_path(self.server.state_dir, card.ref) if card else ""
+        if path and os.path.isfile(path):
+            write_token(path, str(doc.pop("token")))
+
+    def _actor(self) -> Any:
+        from laneboard.board.tokens import Tokens
+
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise LaneboardError(
+                "UNAUTHORIZED",
+                "the supervisor's socket needs a token",
+                "run lb with LANEBOARD_TOKEN or LANEBOARD_TOKEN_FILE, or unset LANEBOARD_URL "
+                "to use the database directly",
+            )
+        return Tokens(self.server.board.store).resolve(token.strip())
+
+    def _other(self) -> None:
+        if self.path == "/healthz" or self.path.startswith(PREFIX):
+            self._not_allowed("GET" if self.path == "/healthz" else "POST")
+        else:
+            self._refuse(_no_route())
+
+    do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _other
+
+
+def _no_route() -> LaneboardError:
+    return LaneboardError("NOT_FOUND", "no such route", f"call {PREFIX}<operation>")
+
+
+class BoardSocket:
+    """A running socket server over one board."""
+
+    def __init__(self, board: Board, path: str, state_dir: str) -> None:
+        self.board = board
+        self.path = path
+        directory = os.path.dirname(path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self.server = _Server(path, _Handler)
+        os.chmod(path, 0o600)
+        self.server.board = board
+        self.server.state_dir = state_dir
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="board-socket", daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"unix:{self.path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+_LIVE: dict[str, BoardSocket] = {}
+_LOCK = threading.Lock()
+
+
+def _answers(path: str) -> bool:
+    """Whether another process already serves ``path``."""
+    try:
+        unix.connect(path, 1.0).close()
+    except OSError:
+        return False
+    return True
+
+
+def serve(board: Board, state_dir: str) -> BoardSocket:
+    """The socket serving ``board`` under ``state_dir``, started on first use."""
+    path = os.path.join(state_dir, "run", "board.sock")
+    with _LOCK:
+        live = _LIVE.get(path)
+        if live is not None and live.board is board:
+            return live
+        if live is not None:  # a pool of this process that was never shut down
+            live.close()
+            del _LIVE[path]
+        elif os.path.exists(path) and _answers(path):
+            path = os.path.join(state_dir, "run", f"board-{os.getpid()}.sock")
+        _LIVE[path] = live = BoardSocket(board, path, state_dir)
+        return live
+
+
+def stop(board: Board) -> None:
+    """Stop the socket serving ``board``, if one runs (the pool is shutting down)."""
+    with _LOCK:
+        for path, live in list(_LIVE.items()):
+            if live.board is board:
+                del _LIVE[path]
+                live.close()

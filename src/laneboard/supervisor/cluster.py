@@ -1,0 +1,199 @@
+"""Several supervisors on one board: once-per-cluster passes and host failover.
+
+**Once per cluster.** The passes that act on the whole board — workflow, patrol and lanes
+(landing, clean-up), and the schedules (their own lease, ``board.schedules``) — run on
+one supervisor at a time, under a lease row named ``pass:<name>``: a tick takes the
+leases it can in its first transaction (with its own ``tick:<machine>`` lease) and gives
+them back in its last, so the cluster costs a tick two statements, not two transactions
+per pass. The
+poll pass (claiming for this machine) and the session pool run on every machine. Each
+run is recorded in ``pass_runs`` (who, where, when), which ``lb status`` shows.
+
+Leases rather than PostgreSQL advisory locks: they work alike on both backends, a reader
+sees who holds one (``lb status``), and a dropped connection does not end a pass midway.
+What an advisory lock gives for free — release when its holder dies — failover gives
+here: a fenced host's leases are deleted with its claims, so a pass is taken over at
+once instead of after the lease's time-to-live.
+
+**Failover.** Every supervisor heartbeats its instance row each ``pool_heartbeat``. Each
+beat, a supervisor also looks for instances (on other machines) whose heartbeat is older
+than ``failover_beats`` heartbeat intervals (default 3) and fences each in one
+transaction, a compare-and-swap on the instance row so one fencer wins: the instance is
+marked ``fenced``; every card it was running goes back to ``todo`` with its claim epoch
+bumped (so whatever the old host still writes is refused with ``STALE_CLAIM``) and is
+claimed by whichever machine polls next; its queue rows are closed, its running turns and
+open sessions recorded ``interrupted``; its leases are deleted; one
+``supervisor.fenced`` event names it all. A fenced host that comes back finds its
+instance fenced at its next beat: it interrupts its sessions and registers anew, and its
+closed queue rows are never started again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from laneboard.domain.model import system
+from laneboard.domain.status import Status
+from laneboard.store.tx import Tx
+from laneboard.supervisor import records
+
+if TYPE_CHECKING:
+    from laneboard.supervisor.runtime import Runtime
+
+CLUSTER_PASSES = frozenset({"patrol", "workflow", "lanes"})
+ACTIVE = ("pending", "processing", "interrupted")
+PassFn = Callable[["Runtime", bool], dict[str, Any]]
+
+
+def lease_name(name: str) -> str:
+    return f"pass:{name}"
+
+
+def holder_of(rt: Runtime) -> str:
+    return rt.instance or f"{rt.machine}:{os.getpid()}"
+
+
+def pass_ttl_ms(rt: Runtime) -> int:
+    return max(rt.config.time.turn_timeout * 1000, 60_000)
+
+
+def take(tx: Tx, rt: Runtime, names: list[str]) -> tuple[dict[str, int], dict[str, str]]:
+    """In the tick's first transaction: the leases of these passes this supervisor got
+    (pass -> its ``pass_runs`` row) and, for the others, who runs them now."""
+    from laneboard.supervisor import leases
+
+    holder = holder_of(rt)
+    got: list[str] = []
+    busy: dict[str, str] = {}
+    for name in names:
+        taken, note, other = leases.take(tx, lease_name(name), holder, pass_ttl_ms(rt), rt.machine)
+        if taken:
+            got.append(name)
+            if note:
+                rt.log.warn("cluster", note)
+        else:
+            busy[name] = other or "another supervisor"
+    return tx.start_pass_runs(got, holder, rt.machine), busy
+
+
+def give_back(tx: Tx, rt: Runtime, runs: dict[str, int]) -> None:
+    """In the tick's last transaction: the runs end, their leases are released."""
+    if runs:
+        tx.finish_pass_runs(list(runs.values()))
+        tx.release_locks(holder_of(rt), [lease_name(n) for n in runs])
+
+
+# -- failover ----------------------------------------------------------------------------
+def failover_bound_ms(rt: Runtime) -> int:
+    return rt.config.failover_beats * rt.config.time.pool_heartbeat * 1000
+
+
+def sweep(rt: Runtime) -> list[dict[str, Any]]:
+    """Fence every other instance whose heartbeat is older than the failover bound."""
+    out: list[dict[str, Any]] = []
+    with rt.store.read() as tx:
+        cutoff = tx.now() - failover_bound_ms(rt)
+        dead = [
+            r
+            for r in tx.live_supervisors_everywhere()
+            if r["id"] != rt.instance and int(r["heartbeat_at"]) < cutoff
+        ]
+    for row in dead:
+        with rt.store.write() as tx:
+            done = fence(tx, rt, row, cutoff)
+        if done is not None:
+            rt.log.warn(
+                "failover",
+                f"fenced {done['instance']} (no heartbeat since {done['heartbeat_at']})",
+                cards=",".join(done["cards"]),
+            )
+            out.append(done)
+    return out
+
+
+def fence(tx: Tx, rt: Runtime, row: dict[str, Any], cutoff: int) -> dict[str, Any] | None:
+    """Fence one instance and take back its cards (None: someone else fenced it first,
+    or it beat meanwhile)."""
+    iid, machine = str(row["id"]), str(row["machine"])
+    if not tx.fence_supervisor(iid, cutoff):
+        return None
+    refs: list[str] = []
+    card_ids: list[int] = []
+    for q in records.queue_rows(tx, machine=machine, states=ACTIVE, limit=10_000):
+        tx.lose_running_turns(q.id, "interrupted")
+        records.set_row(
+            tx, q.id, state="done", owner=None, pid=None, payload={**q.payload, "note": "fenced"}
+        )
+        card = tx.card(q.card_id)
+        if card is None or card.status is not Status.IN_PROGRESS or card.claim_epoch != q.epoch:
+            continue
+        fields = {
+            "status": Status.TODO.value,
+            "status_since": tx.now(),
+            "holder": None,
+            "holder_kind": None,
+            "session_id": None,
+            "heartbeat_at": None,
+            "claim_epoch": card.claim_epoch + 1,
+        }
+        if tx.update_card(card.id, card.version, fields):
+            refs.append(card.ref)
+            card_ids.append(card.id)
+            tx.append_event(
+                "card.fenced",
+                system("Orchestrator"),
+                card_id=card.id,
+                project_id=card.project_id,
+                run_id=card.run_id,
+                payload={"ref": card.ref, "epoch": card.claim_epoch + 1, "host": machine},
+            )
+    sessions = tx.interrupt_sessions(card_ids)
+    leases = tx.release_locks_of(iid) + tx.release_locks_of(f"{iid}/tick")
+    payload = {
+        "instance": iid,
+        "machine": machine,
+        "by": rt.instance,
+        "cards": refs,
+        "sessions": sessions,
+        "leases": leases,
+        "heartbeat_at": int(row["heartbeat_at"]),
+    }
+    tx.append_event("supervisor.fenced", system("Orchestrator"), payload=payload)
+    return payload
+
+
+def fenced(rt: Runtime) -> bool:
+    """Whether this supervisor's own instance was fenced by another."""
+    if rt.instance is None:
+        return False
+    with rt.store.read() as tx:
+        return tx.supervisor_state(rt.instance) == "fenced"
+
+
+# -- what lb status shows ------------------------------------------------------------------
+def summary(tx: Tx) -> dict[str, Any]:
+    from laneboard.domain.clock import iso
+
+    leases = [
+        {
+            "pass": str(r["name"]).removeprefix("pass:"),
+            "holder": r["holder"],
+            "since": iso(r["acquired_at"]),
+        }
+        for r in tx.pass_leases()
+    ]
+    running = {x["pass"]: x["holder"] for x in leases}
+    last = [
+        {
+            "pass": r["name"],
+            "machine": r["machine"],
+            "holder": r["holder"],
+            "started_at": iso(r["started_at"]),
+            "finished_at": iso(r["finished_at"]),
+            "running_on": running.get(str(r["name"])),  # None: not running now
+        }
+        for r in tx.last_pass_runs()
+    ]
+    return {"leases": leases, "last_runs": last}

@@ -1,0 +1,72 @@
+"""The files a card's agent sessions leave in the state directory, pruned when it ends.
+
+Each worker or reviewer session of a card writes, under ``<state>/agents/``, its stderr
+(``stderr/<lane>-<card>-r<round>.log``), its agent home (``homes/<kind>-<lane>-<card>``) and
+its private temporary directory (``tmp/<kind>-<lane>-<card>``); the card's token lives in
+``<state>/tokens/<card>/``. Once the card is done or canceled and nothing of it is queued,
+the lanes pass removes them with the card's sessions (whose records are closed): a finished
+card leaves no agent files behind. The director's files are its own and are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from typing import TYPE_CHECKING
+
+from laneboard.domain.status import TERMINAL
+from laneboard.errors import LaneboardError
+from laneboard.store import boundary_sql
+
+if TYPE_CHECKING:
+    from laneboard.supervisor.runtime import Runtime
+
+LANES = "(?:worker|reviewer)"
+REF = r"(?P<ref>[A-Za-z][A-Za-z0-9_]*-\d+)"
+PATTERNS = {
+    ("agents", "stderr"): re.compile(rf"^{LANES}-{REF}-r\d+\.log$"),
+    ("agents", "homes"): re.compile(rf"^[a-z]+-{LANES}-{REF}$"),
+    ("agents", "tmp"): re.compile(rf"^[a-z]+-{LANES}-{REF}$"),
+    ("tokens",): re.compile(rf"^{REF}$"),
+}
+
+
+def session_files(state_dir: str) -> dict[str, list[str]]:
+    """Card reference → the session files and directories named for it."""
+    out: dict[str, list[str]] = {}
+    for parts, pattern in PATTERNS.items():
+        folder = os.path.join(state_dir, *parts)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            m = pattern.match(name)
+            if m:
+                out.setdefault(m.group("ref"), []).append(os.path.join(folder, name))
+    return out
+
+
+def prune(rt: Runtime) -> list[str]:
+    """Remove the session files of cards that ended; returns the references pruned."""
+    pruned = []
+    for ref, paths in session_files(rt.config.state_path()).items():
+        try:
+            card = rt.board.get(ref)
+        except LaneboardError:
+            continue  # not a card of this board: someone else's files
+        if card.status not in TERMINAL:
+            continue
+        with rt.store.read() as tx:
+            if boundary_sql.queued_rows(tx, card.id):
+                continue
+        for path in paths:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+        pruned.append(ref)
+    return pruned

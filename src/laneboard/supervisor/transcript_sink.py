@@ -1,0 +1,109 @@
+"""A running turn's transcript, written to the store as it happens.
+
+The pool hands ``TranscriptSink.on_event`` to ``Session.send``: each adapter event is
+normalized (``domain.transcript``) and buffered; a small thread writes the buffer every
+``FLUSH_S`` in one transaction with one ``turn.output`` event, which is what wakes the
+dashboard's stream, ``lb card transcript --follow`` and every other follower. When the
+turn ends, ``close`` adds what the agent's stream did not say itself (a command agent's
+output, the turn's end and usage, its error) and writes the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from laneboard.agents.base import AgentEvent, TurnResult
+from laneboard.domain.model import Card
+from laneboard.domain.transcript import Entry, entry, normalize
+
+if TYPE_CHECKING:
+    from laneboard.supervisor.runtime import Runtime
+
+FLUSH_S = 0.25
+
+
+class TranscriptSink:
+    def __init__(self, rt: Runtime, card: Card, turn_id: int, kind: str) -> None:
+        self.rt, self.card, self.turn_id, self.kind = rt, card, turn_id, kind
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._buf: list[tuple[int, int, Entry]] = []
+        self._seq = 0
+        self._seen: set[str] = set()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, daemon=True, name=f"transcript-{turn_id}"
+        )
+        self._thread.start()
+
+    def add(self, e: Entry) -> None:
+        with self._lock:
+            self._seq += 1
+            self._seen.add(e["type"])
+            self._buf.append((self._seq, self.rt.now(), e))
+
+    def on_event(self, ev: AgentEvent) -> None:
+        e = normalize(self.kind, ev.kind, ev.data)
+        if e is not None:
+            self.add(e)
+
+    def flush(self) -> None:
+        with self._write_lock:
+            with self._lock:
+                batch, self._buf = self._buf, []
+            if not batch:
+                return
+            card = self.card
+            with self.rt.store.write() as tx:
+                last = tx.append_transcript(self.turn_id, card.id, batch)
+                tx.append_event(
+                    "turn.output",
+                    self.rt.actor,
+                    card_id=card.id,
+                    project_id=card.project_id,
+                    run_id=card.run_id,
+                    payload={"turn": self.turn_id, "entries": len(batch), "last": last},
+                )
+
+    def close(self, result: TurnResult, outcome: str) -> None:
+        """The turn ended: add what its stream left out and write everything."""
+        self._closed.set()
+        self._thread.join(timeout=5)
+        if result.final_text and "message" not in self._seen:
+            self.add(entry("message", result.final_text))
+        if result.error and "error" not in self._seen:
+            self.add(entry("error", result.error, is_error=True))
+        if "result" not in self._seen or outcome != "ok":
+            usage = result.usage.to_dict()
+            text = (
+                f"turn {outcome}: {usage['input_tokens']} in / {usage['output_tokens']} out tokens"
+            )
+            self.add(entry("result", text, args=usage, exit_code=result.exit_code,
+                           is_error=outcome != "ok"))  # fmt: skip
+        self._write()
+
+    def abandon(self) -> None:
+        """The turn broke off without a result: write what arrived and stop."""
+        self._closed.set()
+        self._write()
+
+    def _write(self) -> None:
+        try:
+            self.flush()
+        except Exception as exc:  # the transcript must never break the turn
+            self.rt.log.warn("pool", f"transcript write failed: {exc}", card=self.card.ref)
+
+    def _loop(self) -> None:
+        while not self._closed.wait(FLUSH_S):
+            self._write()
+
+
+def stop_requested(rt: Runtime, turn_id: int) -> str | None:
+    """Who asked to stop the turn (``lb card stop``), or ``None``."""
+    try:
+        with rt.store.read() as tx:
+            return tx.stop_requested(turn_id)
+    except Exception as exc:  # a failed read must not end the watchdog
+        rt.log.warn("pool", f"could not read the turn's stop request: {exc}")
+        return None

@@ -1,0 +1,175 @@
+"""Several supervisors on one board: a cluster pass runs on one of them at a time, and a
+host that stops heartbeating is fenced and its cards taken over at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.supervisor.helpers import RealNowClock, config
+
+from laneboard.board.service import Board
+from laneboard.domain.model import agent, human
+from laneboard.domain.status import Status
+from laneboard.errors import LaneboardError
+from laneboard.store import Store, open_store
+from laneboard.supervisor import cluster, instances, loop, patrol, records
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.loop import Supervisor
+from laneboard.supervisor.runtime import Runtime
+from laneboard.supervisor.status import status_report
+
+
+class Hosts:
+    """Runtimes of simulated machines on one board, each with its own store."""
+
+    def __init__(self, url: str, tmp: Path) -> None:
+        self.url, self.tmp, self.clock = url, tmp, RealNowClock()
+        self.stores: list[Store] = []
+
+    def runtime(self, machine: str, *, register: bool = True) -> Runtime:
+        store = open_store(self.url, self.clock)
+        self.stores.append(store)
+        cfg = config(self.tmp / machine)
+        rt = Runtime(store, cfg, machine, LogFile(str(self.tmp / f"{machine}.log")))
+        rt.pool_alive = lambda: True
+        if register:
+            with store.write() as tx:
+                rt.instance = instances.register(tx, machine, cfg.time, {"pid": 1})
+        return rt
+
+    def close(self) -> None:
+        for s in self.stores:
+            s.close()
+
+
+@pytest.fixture
+def hosts(store_url: str, tmp_path: Path) -> Iterator[Hosts]:
+    h = Hosts(store_url, tmp_path)
+    board = Board(h.runtime("setup", register=False).store)
+    (tmp_path / "proj").mkdir()
+    board.add_project(human(), "E", path=str(tmp_path / "proj"))
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_a_cluster_pass_runs_on_one_machine_at_a_time(hosts: Hosts) -> None:
+    a, b = hosts.runtime("a"), hosts.runtime("b")
+    inner: list[loop.TickResult] = []
+
+    def patrol_that_overlaps(rt: Runtime, _dry: bool) -> dict[str, Any]:
+        if rt is a and not inner:  # machine b ticks while a is in the middle of its patrol
+            inner.append(loop.Ticker(b).tick(force=True))
+        return {"ran on": rt.machine}
+
+    loop.PASSES["patrol"] = patrol_that_overlaps
+    try:
+        outer = loop.Ticker(a).tick(force=True)
+        later = loop.Ticker(b).tick(force=True)
+    finally:
+        loop.PASSES["patrol"] = patrol.patrol_pass
+    assert outer.passes["patrol"] == {"ran on": "a"}
+    assert inner[0].state == "ran"  # b ticked: its own machine's passes ran
+    assert inner[0].passes["patrol"] == {"skipped": f"running on {a.instance}"}
+    assert "budget" in inner[0].passes["poll"]  # its poll pass ran (per machine)
+    assert later.passes["patrol"] == {"ran on": "b"}  # once a finished, b may run it
+    with a.store.read() as tx:
+        runs = tx.pass_runs("patrol")
+        assert [r["machine"] for r in runs] == ["a", "b"]
+        assert runs[0]["finished_at"] <= runs[1]["started_at"]
+        assert tx.pass_leases() == []  # released after each pass
+    report = status_report(a.store, hosts.clock, a.config, "a")
+    last = {r["pass"]: r["machine"] for r in report["cluster"]["last_runs"]}
+    assert last["patrol"] == "b" and {"workflow", "lanes"} <= set(last)
+    assert {i["machine"] for i in report["instances"]} == {"a", "b"}
+
+
+def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
+    a = hosts.runtime("a")
+    board = a.board
+    card = board.create_card(human(), "E", "work", acceptance_mode="off")
+    assert loop.Ticker(a).tick(force=True).state == "ran"  # a claims it for its pool
+    held = board.get(card.ref)
+    assert held.status is Status.IN_PROGRESS
+    old_epoch = held.claim_epoch
+    hosts.clock.advance(seconds=3 * a.config.time.pool_heartbeat - 1)
+    b = hosts.runtime("b")
+    assert cluster.sweep(b) == []  # not silent for three heartbeat intervals yet
+    hosts.clock.advance(seconds=2)
+    fenced = cluster.sweep(b)
+    assert [(f["instance"], f["cards"]) for f in fenced] == [(a.instance, [card.ref])]
+    assert cluster.sweep(hosts.runtime("c")) == []  # fenced once, by one supervisor
+    now = board.get(card.ref)
+    assert (now.status, now.holder, now.claim_epoch) == (Status.TODO, None, old_epoch + 1)
+    with b.store.read() as tx:
+        assert records.queue_rows(tx, machine="a") == []  # a's rows are closed
+        assert tx.supervisor_state(a.instance or "") == "fenced"
+    types = [e.type for e in board.events(0, limit=1000)]
+    assert types[-2:] == ["card.fenced", "supervisor.fenced"]
+    with pytest.raises(LaneboardError) as err:  # what the old host's agent still writes
+        board.heartbeat(agent(held.holder or "worker", card.id, old_epoch), card.ref)
+    assert err.value.code == "STALE_CLAIM"
+    assert loop.Ticker(b).tick(force=True).state == "ran"  # taken over at once
+    again = board.get(card.ref)
+    assert again.status is Status.IN_PROGRESS and again.claim_epoch == old_epoch + 2
+    with b.store.read() as tx:
+        assert [r.machine for r in records.queue_rows(tx, card_id=card.id)] == ["b"]
+    # the old host comes back: it finds itself fenced, registers anew, starts nothing
+    sup = Supervisor(a)
+    first = a.instance
+    sup._beat()
+    assert a.instance != first and cluster.fenced(a) is False
+    assert sup.pool.drain() == 0
+    with a.store.read() as tx:
+        assert records.queue_rows(tx, machine="a", states=("pending", "processing")) == []
+
+
+def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: Path) -> None:
+    """The heartbeat has its own thread: a tick stuck in a pass (a landing running its
+    checks) for longer than the failover bound is not mistaken for a dead host."""
+    import threading
+    from dataclasses import replace
+
+    hosts = Hosts(store_url, tmp_path)
+    try:
+        a = hosts.runtime("a", register=False)
+        a.config = replace(a.config, time=replace(a.config.time, pool_heartbeat=1, pool_stale=5))
+        inside, release = threading.Event(), threading.Event()
+
+        def slow_patrol(_rt: Runtime, _dry: bool) -> dict[str, Any]:
+            inside.set()
+            assert release.wait(60)
+            return {}
+
+        loop.PASSES["patrol"] = slow_patrol
+        sup = Supervisor(a)
+        runner = threading.Thread(target=sup.run, daemon=True)
+        runner.start()
+        try:
+            assert inside.wait(60)
+            hosts.clock.advance(seconds=30)  # ten failover bounds pass while the tick is stuck
+
+            def beat_after_advance() -> bool:
+                with a.store.read() as tx:
+                    row = tx.one("SELECT heartbeat_at FROM supervisors WHERE id = ?", (a.instance,))
+                return row is not None and int(row["heartbeat_at"]) >= hosts.clock.now_ms() - 2000
+
+            deadline = time.monotonic() + 30
+            while not beat_after_advance():
+                assert time.monotonic() < deadline, "no heartbeat while the tick ran"
+                time.sleep(0.05)
+            b = hosts.runtime("b")
+            b.config = a.config
+            assert cluster.sweep(b) == []
+        finally:
+            release.set()
+            sup.stop_event.set()
+            runner.join(60)
+            loop.PASSES["patrol"] = patrol.patrol_pass
+    finally:
+        hosts.close()

@@ -1,0 +1,290 @@
+"""Lanes across machines: a project with a shared git remote.
+
+Two simulated machines (``a`` and ``b``: each its own clones directory, as each has its own
+state directory) share one board and one bare remote. Lanes are made in a machine's clone
+from the remote's base; a verified delivery's lane branch is pushed; any machine lands it
+onto the remote's base with a lease-checked push. Every git here is real, with real hooks
+in the bare remote to make the races happen at a chosen point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.workspace.helpers import ME, commit_file, deliver, git
+
+from laneboard.board.service import Board
+from laneboard.domain.model import Card
+from laneboard.errors import LaneboardError
+from laneboard.store import Store
+from laneboard.workspace.hooks import install
+from laneboard.workspace.lanes import LaneAdmitter, lane_for
+from laneboard.workspace.remote import CLONE_MARK
+
+
+def bare_remote(tmp: Path) -> tuple[Path, Path]:
+    """A bare remote with one commit on ``main``, and a working clone of it (``seed``)."""
+    seed = tmp / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    git(seed, "config", "user.email", "test@example.com")
+    git(seed, "config", "user.name", "Test")
+    commit_file(seed, "README.md", "hello\n", "initial")
+    bare = tmp / "remote.git"
+    git(tmp, "clone", "-q", "--bare", str(seed), str(bare))
+    git(seed, "remote", "add", "origin", str(bare))
+    git(seed, "fetch", "-q", "origin")
+    return bare, seed
+
+
+def machine(store: Store, tmp: Path, name: str) -> tuple[Board, str]:
+    """One machine's view of the board: its gates and admitter use its own clones."""
+    clones = str(tmp / name / "clones")
+    return install(Board(store), clones=clones), clones
+
+
+def claimed_on(board: Board, clones: str, **card: Any) -> tuple[Card, str]:
+    c = board.create_card(ME, "P", str(card.pop("title", "do the thing")), **card)
+    lane = LaneAdmitter(board, clones=clones, fetch_within_s=0).admit(c, board.project("P"))
+    return board.claim(ME, c.ref, holder="worker"), lane
+
+
+def remote_log(bare: Path, branch: str = "main") -> list[str]:
+    return git(bare, "log", "--first-parent", "--format=%s", branch).splitlines()
+
+
+def landed_events(board: Board, card: Card) -> list[dict[str, object]]:
+    return [e.payload for e in board.events(0, limit=10_000)
+            if e.type == "lane.landed" and e.card_id == card.id]  # fmt: skip
+
+
+def hook(bare: Path, name: str, body: str) -> None:
+    path = bare / "hooks" / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def test_a_lane_made_on_one_machine_lands_on_the_remote_from_another(
+    store: Store, tmp_path: Path
+) -> None:
+    bare, _ = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    card, lane = claimed_on(a, a_clones, acceptance_mode="off")
+    clone_a = os.path.join(a_clones, "P")
+    assert lane == os.path.join(clone_a, ".worktrees", "P-1")
+    assert os.path.isfile(os.path.join(clone_a, ".git", CLONE_MARK))
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    delivered = deliver(a, card)  # verified on a, its lane branch pushed to the remote
+    head = git(lane, "rev-parse", "HEAD")
+    assert git(bare, "rev-parse", "refs/heads/lane/P-1") == head
+    assert not os.path.exists(os.path.join(b_clones, "P"))
+    done = b.move(ME, delivered.ref, "done")  # landed by b, which never saw the lane
+    merge = git(bare, "rev-parse", "main")
+    assert done.meta["merge_commit"] == merge
+    assert git(bare, "rev-list", "--parents", "-n", "1", "main").split()[2] == head
+    assert remote_log(bare)[0] == "Land P-1: do the thing (lane/P-1)"
+    assert git(bare, "show", "main:feature.txt") == "new"
+    with store.read() as tx:
+        rec = lane_for(tx, card.id, 1)
+    assert rec is not None and rec.state == "landed" and rec.target_branch == "main"
+    assert rec.repo == os.path.realpath(clone_a)  # the lane stays the machine's that ran it
+    # the next lane, made on a, starts from the remote's new base
+    _, lane2 = claimed_on(a, a_clones, title="next")
+    assert git(lane2, "rev-parse", "HEAD") == merge
+    assert (Path(lane2) / "feature.txt").read_text() == "new\n"
+
+
+def test_a_push_refused_because_the_base_moved_is_retried_from_the_new_base(
+    store: Store, tmp_path: Path
+) -> None:
+    bare, seed = bare_remote(tmp_path)
+    other = commit_file(seed, "other.txt", "theirs\n", "someone else's change")
+    git(seed, "push", "-q", "origin", "HEAD:refs/test/next")
+    git(seed, "reset", "-q", "--hard", "HEAD~1")
+    mark = tmp_path / "moved"
+    # the first push to main finds main moved by someone else just before it
+    hook(bare, "pre-receive", f"""
+while read old new ref; do
+  if [ "$ref" = refs/heads/main ] && [ ! -e {mark} ]; then
+    touch {mark}
+    env -u GIT_QUARANTINE_PATH -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES \\
+      git update-ref refs/heads/main {other}
+  fi
+done
+""")  # fmt: skip
+    a, a_clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))
+    card, lane = claimed_on(a, a_clones, acceptance_mode="off")
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    head = git(lane, "rev-parse", "HEAD")
+    done = a.move(ME, deliver(a, card).ref, "done")
+    assert mark.exists(), "the base moved under the first push"
+    merge = git(bare, "rev-parse", "main")
+    assert done.meta["merge_commit"] == merge
+    parents = git(bare, "rev-list", "--parents", "-n", "1", "main").split()[1:]
+    assert parents == [other, head]  # merged again onto the new base, nothing lost
+    assert git(bare, "show", "main:other.txt") == "theirs"
+    assert git(bare, "show", "main:feature.txt") == "new"
+    assert [p.get("push_retries") for p in landed_events(a, card)] == [1]
+
+
+def test_a_conflict_with_the_remote_base_is_refused_with_what_conflicts(
+    store: Store, tmp_path: Path
+) -> None:
+    bare, seed = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))
+    card, lane = claimed_on(a, a_clones, acceptance_mode="off")
+    commit_file(lane, "README.md", "mine\n", "the work")
+    delivered = deliver(a, card)
+    theirs = commit_file(seed, "README.md", "theirs\n", "someone else's change")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    with pytest.raises(LaneboardError) as err:
+        a.move(ME, delivered.ref, "done")
+    assert err.value.code == "LANDING_BLOCKED"
+    assert git(bare, "rev-parse", "main") == theirs  # nothing pushed
+    assert a.get(card.ref).status.value == "in_review"
+    blocked = [e.payload for e in a.events(0, limit=10_000) if e.type == "lane.land_blocked"]
+    conflict = blocked[-1]["conflict"]
+    assert conflict["files"] == ["README.md"] and conflict["onto"] == "main"
+    assert conflict["onto_commit"] == theirs
+    assert conflict["lane_commit"] == git(lane, "rev-parse", "HEAD")
+
+
+def test_a_landing_that_pushed_and_died_before_recording_lands_once(
+    store: Store, store_url: str, tmp_path: Path
+) -> None:
+    bare, _ = bare_remote(tmp_path)
+    pushed, go = tmp_path / "pushed", tmp_path / "go"
+    # after the remote accepted the merge, hold the pushing process until it is killed
+    hook(bare, "post-receive", f"""
+touch {pushed}
+while [ ! -e {go} ]; do sleep 0.05; done
+""")  # fmt: skip
+    a, a_clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))
+    card, lane = claimed_on(a, a_clones, acceptance_mode="off")
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    (tmp_path / "go").touch()  # the delivery's own push of the lane branch passes
+    delivered = deliver(a, card)
+    go.unlink()
+    pushed.unlink()
+    env = {**os.environ, "LANEBOARD_DATABASE_URL": store_url,
+           "XDG_STATE_HOME": str(tmp_path / "b" / "state")}  # fmt: skip
+    for k in ("LANEBOARD_TOKEN", "LANEBOARD_TOKEN_FILE", "LANEBOARD_URL"):
+        env.pop(k, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "laneboard.cli.main", "land", delivered.ref],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(lambda: pushed.exists() or proc.poll() is not None, "the landing's push")
+        assert proc.poll() is None, "the landing finished before its push was held"
+        proc.send_signal(signal.SIGKILL)  # dies after the push, before anything is recorded
+        proc.wait(30)
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    merge = git(bare, "rev-parse", "main")
+    assert remote_log(bare)[0].startswith("Land P-1:")
+    assert a.get(card.ref).status.value == "in_review"  # nothing recorded
+    with store.read() as tx:
+        rec = lane_for(tx, card.id, 1)
+    assert rec is not None and rec.state == "active"
+    done = a.move(ME, delivered.ref, "done")  # the landing again: already on the remote
+    assert done.meta["merge_commit"] == merge
+    assert git(bare, "rev-parse", "main") == merge, "landed a second time"
+    assert sum(s.startswith("Land P-1:") for s in remote_log(bare)) == 1
+    assert [p["already_merged"] for p in landed_events(a, card)] == [True]
+
+
+def test_a_project_without_a_remote_keeps_its_checkout(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    a, a_clones = machine(store, tmp_path, "a")
+    p = a.add_project(ME, "P", path=str(repo))
+    assert p.remote is None and a.project("P").to_dict()["remote"] is None
+    card, lane = claimed_on(a, a_clones, acceptance_mode="off")
+    assert lane == os.path.join(os.path.realpath(repo), ".worktrees", "P-1")
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    done = a.move(ME, deliver(a, card).ref, "done")
+    assert done.meta["merge_commit"] == git(repo, "rev-parse", "HEAD")
+    assert (repo / "feature.txt").read_text() == "new\n"
+    assert not os.path.exists(a_clones), "no clone for a project without a remote"
+
+
+def test_lb_project_add_remote_is_shown_by_get(store_url: str, tmp_path: Path) -> None:
+    bare, _ = bare_remote(tmp_path)
+    env = {**os.environ, "LANEBOARD_DATABASE_URL": store_url}
+    for k in ("LANEBOARD_TOKEN", "LANEBOARD_TOKEN_FILE", "LANEBOARD_URL"):
+        env.pop(k, None)
+
+    def lb(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "laneboard.cli.main", *args], env=env,
+                              check=True, capture_output=True, text=True, cwd=tmp_path).stdout  # fmt: skip
+
+    assert "remote " + str(bare) in lb("project", "add", "P", "--remote", "remote.git")
+    got = json.loads(lb("project", "get", "P", "--json"))
+    assert got["remote"] == str(bare) and got["path"] is None
+    assert str(bare) in lb("project", "list")
+
+
+def _wait(cond: object, what: str, timeout: float = 120.0) -> None:
+    """Wait for a real process to reach a state (never to let board time pass)."""
+    import time
+
+    assert callable(cond)
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_conflict_on_the_remote_goes_back_to_its_worker_and_lands(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
+    from tests.supervisor.test_conflicts import _two_sides
+
+    from laneboard.store import open_store
+
+    bare, _ = bare_remote(tmp_path)
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(ME, "C", remote=str(bare))
+    resolve = [
+        {"run": "grep -q '<<<<<<<' shared.txt"},  # the lane holds both sides, in conflict
+        {"run": "printf 'a\\nb\\n' > shared.txt"},
+        {"deliver": "both sides kept"},
+    ]
+    first, second = _two_sides(board, resolve)
+    with Running(sqlite_store_url, config(tmp_path, max_concurrency=2), clock) as running:
+        wait_for(
+            lambda: all(board.get(r).status.value == "done" for r in (first, second)),
+            timeout=300, what="both sides landed",
+        )  # fmt: skip
+        wait_for(lambda: settled(store), what="turns recorded")
+        clones = running.rt.clones
+    card = board.get(second)
+    assert card.delivery_round == 2 and card.meta["conflict_attempts"] == 1
+    assert card.meta["landing_conflict"]["files"] == ["shared.txt"]
+    assert card.meta["landing_conflict"]["onto"] == "main"
+    assert git(bare, "show", "main:shared.txt") == "a\nb"  # the worker's resolution
+    subjects = remote_log(bare)
+    assert sum(s.startswith(f"Land {first}:") for s in subjects) == 1
+    assert sum(s.startswith(f"Land {second}:") for s in subjects) == 1
+    assert card.meta["merge_commit"] == git(bare, "rev-parse", "main") or first in subjects[0]
+    assert os.path.isdir(os.path.join(clones, "C"))
+    store.close()

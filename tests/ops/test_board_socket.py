@@ -1,0 +1,217 @@
+"""The supervisor's board socket: what agent sessions get instead of a database.
+
+* End to end, both backends: an agent session run by the real supervisor finds
+  ``LANEBOARD_URL`` (the socket) and its token in its environment and no database URL or
+  path anywhere in it, and still works its card through ``lb``.
+* The socket is owner-only, needs a token, answers undeclared methods with 405 and an
+  ``Allow`` header, and ``lb start`` serves it in its state directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
+
+from laneboard.board.service import Board
+from laneboard.board.tokens import Tokens
+from laneboard.domain.model import human
+from laneboard.ops import unix
+from laneboard.store import open_store
+from laneboard.supervisor import board_socket
+
+
+def test_an_agent_session_gets_the_socket_and_no_database(store_url: str, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    seen = proj / "agent-env.json"  # the session's own directory (its /tmp is private)
+    dump = f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))' > {seen}"
+    store = open_store(store_url, RealNowClock())
+    board = Board(store)
+    me = human("alice")
+    board.add_project(me, "W", path=str(proj))
+    card = board.create_card(
+        me, "W", "look around", acceptance_mode="off",
+        meta={"script": [{"run": dump}, {"comment": "seen"}, {"deliver": "done"}]},
+    )  # fmt: skip
+    cfg = config(tmp_path)
+    with Running(store_url, cfg, RealNowClock()) as run:
+        # acceptance_mode off: the workflow may accept the delivery before a poll sees in_review
+        delivered = ("in_review", "done")
+        wait_for(lambda: board.get(card.ref).status.value in delivered, what="the delivery")
+        wait_for(lambda: settled(run.store), what="the turn's outcome")
+    env = json.loads(seen.read_text())
+    assert env["LANEBOARD_URL"] == f"unix:{cfg.state_path('run', 'board.sock')}"
+    assert env["LANEBOARD_CARD"] == card.ref and env["LANEBOARD_TOKEN"].startswith("lbt_")
+    assert "LANEBOARD_DATABASE_URL" not in env
+    needles = (store_url, store_url.removeprefix("sqlite:///"), "postgresql://", "sqlite:")
+    for key, value in env.items():  # neither the URL nor the file is named anywhere
+        assert not any(n in value for n in needles), key
+    # the session's own lb calls went through the socket, as the agent
+    comments = board.comments(card.ref)
+    assert [(c.body, c.author_kind.value) for c in comments][-1:] == [("seen", "agent")]
+    assert board.reports(card.ref)[-1].author_kind.value == "agent"
+    store.close()
+
+
+@pytest.fixture
+def served(sqlite_store_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    board.add_project(human("alice"), "WEB")
+    board.create_card(human("alice"), "WEB", "a card")
+    sock = board_socket.serve(board, str(tmp_path / "state"))
+    try:
+        yield store, sock
+    finally:
+        board_socket.stop(board)
+        store.close()
+
+
+def _ask(path: str, raw: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
+    with unix.connect(path, 10) as s:
+        s.sendall(raw)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def _post(path: str, name: str, body: dict[str, object], token: str | None = None) -> bytes:
+    raw = json.dumps(body).encode()
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (
+        f"POST /api/v1/ops/{name} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(raw)}\r\n"
+        f"Content-Type: application/json\r\n{auth}Connection: close\r\n\r\n"
+    ).encode() + raw
+
+
+def test_the_socket_is_the_owners_and_needs_a_token(served) -> None:  # type: ignore[no-untyped-def]
+    store, sock = served
+    assert stat.S_IMODE(os.stat(sock.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(sock.path)).st_mode) == 0o700
+    status, headers, doc = _ask(
+        sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}})
+    )
+    assert status == 401 and doc["error"]["code"] == "UNAUTHORIZED"  # type: ignore[index]
+    assert headers["www-authenticate"].startswith("Bearer")
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+    status, _, doc = _ask(
+        sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
+    )
+    assert status == 200 and doc["result"]["ref"] == "WEB-1"  # type: ignore[index]
+    status, _, doc = _ask(sock.path, _post(sock.path, "card.nope", {"params": {}}, token))
+    assert status == 404 and doc["error"]["code"] == "NOT_FOUND"  # type: ignore[index]
+    status, _, doc = _ask(sock.path, _post(sock.path, "card.get", {"params": {"x": 1}}, token))
+    assert status == 422 and doc["error"]["code"] == "BAD_INPUT"  # type: ignore[index]
+    deep = b"[" * 100_000
+    raw = (
+        f"POST /api/v1/ops/card.get HTTP/1.1\r\nContent-Length: {len(deep)}\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode() + deep
+    status, _, doc = _ask(sock.path, raw)
+    assert status == 422 and doc["error"]["code"] == "BAD_INPUT"  # type: ignore[index]
+
+
+def test_a_renewed_credential_is_kept_in_the_session_token_file(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """The session may only read its token file: the socket writes the renewal there."""
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    me = human("alice")
+    board.add_project(me, "WEB")
+    card = board.create_card(me, "WEB", "a card", assignee="worker")
+    claimed = board.claim(me, card.ref, holder="worker")
+    old, _ = Tokens(store).create(me, "worker", card_id=card.id, epoch=claimed.claim_epoch)
+    board.release(me, card.ref)
+    state = tmp_path / "state"
+    path = state / "tokens" / card.ref / "token"
+    path.parent.mkdir(parents=True)
+    path.write_text(old)
+    sock = board_socket.serve(board, str(state))
+    try:
+        raw = _post(sock.path, "card.claim", {"params": {"ref": card.ref}}, old)
+        renew = raw.replace(b"Connection: close", b"X-Laneboard-Renew: 1\r\nConnection: close")
+        status, _, doc = _ask(sock.path, renew)
+    finally:
+        board_socket.stop(board)
+    assert status == 200 and "token" not in doc, doc
+    kept = path.read_text()
+    assert kept.startswith("lbt_") and kept != old
+    actor = Tokens(store).resolve(kept)
+    assert (actor.card_id, actor.epoch) == (card.id, board.get(card.ref).claim_epoch)
+    assert sorted(os.listdir(path.parent)) == ["token"]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [("GET", "/api/v1/ops/card.get", "POST"), ("PUT", "/api/v1/ops/card.get", "POST"),
+     ("DELETE", "/healthz", "GET")],
+)  # fmt: skip
+def test_undeclared_methods_on_the_socket_are_405(
+    served, method: str, path: str, allow: str
+) -> None:  # type: ignore[no-untyped-def]
+    _store, sock = served
+    status, headers, doc = _ask(sock.path, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert (status, headers["allow"]) == (405, allow)
+    assert doc["error"]["code"] == "METHOD_NOT_ALLOWED"  # type: ignore[index]
+
+
+def test_a_long_state_path_still_serves(sqlite_store_url: str, tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    try:
+        sock = board_socket.serve(board, str(deep))
+        assert len(sock.path) > 107
+        status, _, _ = _ask(sock.path, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 200
+    finally:
+        board_socket.stop(board)
+        store.close()
+    assert not os.path.exists(sock.path)
+
+
+def test_lb_start_serves_the_board_socket(sqlite_store_url: str, tmp_path: Path) -> None:
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    board.add_project(human("alice"), "WEB")
+    board.create_card(human("alice"), "WEB", "a card", status="backlog")
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+    store.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
+    env.update(LANEBOARD_DATABASE_URL=sqlite_store_url, XDG_STATE_HOME=str(tmp_path / "xdg"))
+    state = tmp_path / "state"
+    lb = [sys.executable, "-m", "laneboard.cli.main"]
+    proc = subprocess.Popen(
+        [*lb, "start", "--state-dir", str(state), "--agent", "scripted", "--for-seconds", "30"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        url = f"unix:{state / 'run' / 'board.sock'}"
+        assert line.rstrip().endswith(f"board socket: {url}"), line
+        remote = {k: v for k, v in env.items() if k != "LANEBOARD_DATABASE_URL"}
+        remote.update(LANEBOARD_URL=url, LANEBOARD_TOKEN=token)
+        got = subprocess.run(
+            [*lb, "card", "get", "WEB-1", "--json"], env=remote, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["title"] == "a card"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)  # reads and closes stderr
+    assert not (state / "run" / "board.sock").exists()  # it goes with the supervisor

@@ -1,0 +1,80 @@
+"""An agent's write that lands while a tick runs is news for the next tick."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from laneboard.board.service import Board
+from laneboard.domain.model import human
+from laneboard.store import open_store
+from laneboard.supervisor import loop, patrol
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.runtime import Runtime
+
+from .helpers import RealNowClock, Running, config, settled, wait_for
+
+
+def test_a_write_during_the_passes_wakes_the_next_tick(store_url: str, tmp_path: Path) -> None:
+    clock = RealNowClock()
+    store = open_store(store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "E", path=str(tmp_path))
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    wrote: list[str] = []
+
+    def agent_writes_mid_tick(_rt: Runtime, _dry: bool) -> dict[str, Any]:
+        if not wrote:  # as an agent's delivery would, from another connection
+            other = open_store(store_url, clock)
+            try:
+                wrote.append(Board(other).create_card(human(), "E", "x").ref)
+            finally:
+                other.close()
+        return {}
+
+    loop.PASSES["patrol"] = agent_writes_mid_tick
+    try:
+        ticker = loop.Ticker(rt)
+        assert ticker.tick().state == "ran"
+        assert wrote
+        second = ticker.tick()  # not forced and not due: only the new event makes it run
+        assert second.state == "ran"
+        assert ticker.tick().state == "idle"  # and once seen, it is seen
+    finally:
+        loop.PASSES["patrol"] = patrol.patrol_pass
+        store.close()
+
+
+class Monotonic:
+    """The supervisor loop's monotonic clock, moved forward by hand."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def test_the_first_write_after_a_quiet_spell_ticks_without_the_debounce(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """With the longest debounce (1 s), a card created while the supervisor is idle is
+    claimed at once: only a write that follows a tick closely waits for the debounce."""
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "Q", path=str(tmp_path))
+    run = Running(sqlite_store_url, config(tmp_path, debounce_ms=1000), clock)
+    mono = run.sup.monotonic = Monotonic()
+    with run:
+        wait_for(lambda: run.sup.ticks >= 1, what="the first tick")
+        mono.offset += 5  # a quiet spell longer than the debounce
+        ref = board.create_card(human(), "Q", "at once", acceptance_mode="off").ref
+        wait_for(lambda: board.get(ref).status.value != "todo", what="the claim")
+        wait_for(lambda: settled(store), what="turns recorded")
+    events = {e.type: e.at for e in reversed(board.events(card=ref, limit=50))}
+    assert events["card.claimed"] - events["card.created"] < 1000
+    store.close()
