@@ -6,10 +6,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from laneboard.board.service import Board
 from laneboard.domain.model import human
 from laneboard.store import open_store
-from laneboard.supervisor import loop, patrol
+from laneboard.supervisor import loop, outcomes, patrol
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -77,4 +79,39 @@ def test_the_first_write_after_a_quiet_spell_ticks_without_the_debounce(
         wait_for(lambda: settled(store), what="turns recorded")
     events = {e.type: e.at for e in reversed(board.events(card=ref, limit=50))}
     assert events["card.claimed"] - events["card.created"] < 1000
+    store.close()
+
+
+def test_a_turn_that_ends_without_news_still_frees_its_slot_at_once(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn's queue row closes after its ``turn.finished`` event, in a write of its own
+    with no event. When the tick that event wakes reads the row still open (budget
+    exhausted), the row's closing must still make a tick run its passes, or the next card
+    waits for the fallback tick (10 minutes)."""
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "F", path=str(tmp_path))
+    a = board.create_card(human(), "F", "first", acceptance_mode="off")
+    b = board.create_card(human(), "F", "next", acceptance_mode="off")
+    run = Running(sqlite_store_url, config(tmp_path, max_concurrency=1), clock)
+    real_finish = outcomes.finish_row
+    held: list[int] = []
+
+    def finish_after_a_tick(pool: Any, row: Any, state: str, *, note: str) -> None:
+        if not held:  # the first turn's row: let the tick woken by turn.finished run first
+            held.append(run.sup.ticks)
+            deadline = time.monotonic() + 10
+            while run.sup.ticks == held[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+        real_finish(pool, row, state, note=note)
+
+    monkeypatch.setattr(outcomes, "finish_row", finish_after_a_tick)
+    with run:
+        wait_for(lambda: board.get(b.ref).status.value == "done", timeout=30, what="b done")
+        wait_for(lambda: settled(store), what="turns recorded")
+        assert run.sup.ticker.next_due_ms > clock.now_ms()  # no fallback tick came due
+    assert board.get(a.ref).status.value == "done"
+    assert held
     store.close()

@@ -272,6 +272,7 @@ class Supervisor:
         wake_at: float | None = 0.0  # tick at once on start
         debounce = rt.config.debounce_ms / 1000
         last_tick = float("-inf")  # when the last tick ended (monotonic)
+        freed = False  # a turn ended since the last tick
         self.wakeups.start()
         pulse = threading.Thread(target=self._pulse, name="laneboard-heartbeat", daemon=True)
         pulse.start()
@@ -296,7 +297,10 @@ class Supervisor:
                             rt.log.error("supervisor", f"{name} failed: {exc}")
                         next_extra[name] = now + every_ms
                 marks, moved = self._moved(marks)
-                if (moved or self.pool.changed.is_set()) and wake_at is None:
+                # a turn's end frees a slot, which the event log need not show (its queue
+                # row closes after its last event): the tick it wakes runs its passes
+                freed = freed or self.pool.changed.is_set()
+                if (moved or freed) and wake_at is None:
                     # the first write after a quiet spell ticks at once; a burst of writes
                     # waits for the debounce after the tick before, and makes one tick
                     wake_at = max(self.monotonic(), last_tick + debounce)
@@ -304,7 +308,8 @@ class Supervisor:
                 due = now >= self.ticker.next_due_ms
                 if due or (wake_at is not None and self.monotonic() >= wake_at):
                     wake_at = None
-                    self.last_tick = self.ticker.tick(force=due)
+                    self.last_tick = self.ticker.tick(force=due or freed)
+                    freed = False
                     last_tick = self.monotonic()
                     if self.last_tick.state == "ran":
                         self.ticks += 1
