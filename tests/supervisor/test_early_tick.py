@@ -82,25 +82,13 @@ def test_the_first_write_after_a_quiet_spell_ticks_without_the_debounce(
     store.close()
 
 
-def test_a_turn_that_ends_without_news_still_frees_its_slot_at_once(
-    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A turn's queue row closes after its ``turn.finished`` event, in a write of its own
-    with no event. When the tick that event wakes reads the row still open (budget
-    exhausted), the row's closing must still make a tick run its passes, or the next card
-    waits for the fallback tick (10 minutes)."""
-    clock = RealNowClock()
-    store = open_store(sqlite_store_url, clock)
-    board = Board(store)
-    board.add_project(human(), "F", path=str(tmp_path))
-    a = board.create_card(human(), "F", "first", acceptance_mode="off")
-    b = board.create_card(human(), "F", "next", acceptance_mode="off")
-    run = Running(sqlite_store_url, config(tmp_path, max_concurrency=1), clock)
+def _hold_the_first_row_for_a_tick(run: Running, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Close the first turn's queue row only after the tick its ``turn.finished`` woke."""
     real_finish = outcomes.finish_row
     held: list[int] = []
 
     def finish_after_a_tick(pool: Any, row: Any, state: str, *, note: str) -> None:
-        if not held:  # the first turn's row: let the tick woken by turn.finished run first
+        if not held:
             held.append(run.sup.ticks)
             deadline = time.monotonic() + 10
             while run.sup.ticks == held[0] and time.monotonic() < deadline:
@@ -108,10 +96,48 @@ def test_a_turn_that_ends_without_news_still_frees_its_slot_at_once(
         real_finish(pool, row, state, note=note)
 
     monkeypatch.setattr(outcomes, "finish_row", finish_after_a_tick)
+    return held
+
+
+def test_a_turn_that_ends_without_news_still_frees_its_slot_at_once(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn's queue row closes after its ``turn.finished`` event, in a write of its own
+    with no event. When the tick that event wakes reads the row still open (no slot left),
+    the row's closing must still make a tick run its passes, or the next card waits for
+    the fallback tick (10 minutes)."""
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "F", path=str(tmp_path))
+    a = board.create_card(human(), "F", "first", acceptance_mode="off")
+    b = board.create_card(human(), "F", "next", acceptance_mode="off")
+    run = Running(sqlite_store_url, config(tmp_path, max_concurrency=1), clock)
+    held = _hold_the_first_row_for_a_tick(run, monkeypatch)
     with run:
         wait_for(lambda: board.get(b.ref).status.value == "done", timeout=30, what="b done")
         wait_for(lambda: settled(store), what="turns recorded")
         assert run.sup.ticker.next_due_ms > clock.now_ms()  # no fallback tick came due
     assert board.get(a.ref).status.value == "done"
+    assert held
+    store.close()
+
+
+def test_a_card_released_by_its_own_turn_is_claimed_again_when_the_turn_ends(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slots to spare, but the released card's own queue row is still open when the ticks
+    its release and its turn's end wake run: the row's closing must bring it back."""
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "G", path=str(tmp_path))
+    script = [{"lb": "card release {card}", "attempt": 1}, {"deliver": "back", "attempt": 2}]
+    a = board.create_card(human(), "G", "again", acceptance_mode="off", meta={"script": script})
+    run = Running(sqlite_store_url, config(tmp_path, max_concurrency=4), clock)
+    held = _hold_the_first_row_for_a_tick(run, monkeypatch)
+    with run:
+        wait_for(lambda: board.get(a.ref).status.value == "done", timeout=30, what="a done")
+        wait_for(lambda: settled(store), what="turns recorded")
     assert held
     store.close()

@@ -110,12 +110,20 @@ class TickResult:
         }
 
 
+def _waits_on_rows(poll_result: Any) -> bool:
+    """Whether a poll pass left a card waiting for a queue row to close (or could not say)."""
+    if not isinstance(poll_result, dict) or "waits_on_rows" not in poll_result:
+        return True
+    return bool(poll_result["waits_on_rows"])
+
+
 class Ticker:
     """Runs ticks; remembers the log's cursor at its last tick to make idle ticks free."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.last_marks: tuple[EventCursor, EventCursor] | None = None
+        self.waits_on_rows = False  # the last poll left a card waiting for a queue row to close
         self.next_due_ms = 0
         self._own = f"{rt.machine}:{os.getpid()}:{id(self)}"
 
@@ -171,6 +179,7 @@ class Ticker:
         # the marks read before the passes: a write that landed during them (an agent's
         # delivery, a finished turn) is still news for the next tick, never counted as seen
         self.last_marks = marks
+        self.waits_on_rows = _waits_on_rows(results.get("poll"))
         self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
 
@@ -297,8 +306,9 @@ class Supervisor:
                             rt.log.error("supervisor", f"{name} failed: {exc}")
                         next_extra[name] = now + every_ms
                 marks, moved = self._moved(marks)
-                # a turn's end frees a slot, which the event log need not show (its queue
-                # row closes after its last event): the tick it wakes runs its passes
+                # a turn's end closes its queue row after its last event, so the log does
+                # not show the slot it frees: when the last poll left a card waiting for
+                # one, the tick it wakes runs its passes
                 freed = freed or self.pool.changed.is_set()
                 if (moved or freed) and wake_at is None:
                     # the first write after a quiet spell ticks at once; a burst of writes
@@ -308,7 +318,7 @@ class Supervisor:
                 due = now >= self.ticker.next_due_ms
                 if due or (wake_at is not None and self.monotonic() >= wake_at):
                     wake_at = None
-                    self.last_tick = self.ticker.tick(force=due or freed)
+                    self.last_tick = self.ticker.tick(force=due or (freed and self.ticker.waits_on_rows))
                     freed = False
                     last_tick = self.monotonic()
                     if self.last_tick.state == "ran":

@@ -41,6 +41,9 @@ class PollResult:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     plan: list[dict[str, Any]] = field(default_factory=list)
+    # a card waits for a queue row to close (no slot, its project's cap, its own row still
+    # open): the row's closing, which logs no event, is news for the next tick
+    waits_on_rows: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class PollResult:
             "deferred": self.deferred,
             "held": self.held,
             "plan": self.plan,
+            "waits_on_rows": self.waits_on_rows,
         }
 
     @property
@@ -97,6 +101,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         per_project[row.project_id] = per_project.get(row.project_id, 0) + 1
     res.budget = budget = cfg.max_concurrency - len(live)
     if budget <= 0:
+        res.waits_on_rows = True
         res.skipped = f"budget exhausted ({len(live)} live or queued of {cfg.max_concurrency})"
         return res
     projects = {p.id: p for p in rt.board.projects()}
@@ -117,9 +122,11 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         if rt.run_scope is not None and card.run_id != rt.run_scope:
             continue  # lb run claims its own run's cards only
         if budget <= 0:
+            res.waits_on_rows = True
             res.deferred.append({"card": card.ref, "reason": "budget", "counted": False})
             continue
         if card.id in busy:
+            res.waits_on_rows = True
             continue  # a handoff for it is already queued or running
         if deferred.get(card.id, 0) > now:
             res.deferred.append({"card": card.ref, "reason": "backoff", "counted": False})
@@ -128,6 +135,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.deferred.append({"card": card.ref, "reason": "dispatch backoff", "counted": False})
             continue
         if per_project.get(card.project_id, 0) >= project_cap(cfg, projects.get(card.project_id)):
+            res.waits_on_rows = True
             res.deferred.append({"card": card.ref, "reason": "project cap", "counted": False})
             continue
         role = rt.role_for(card.assignee, projects.get(card.project_id))
