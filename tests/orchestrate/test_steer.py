@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.orchestrate.scripts import control
@@ -86,3 +87,61 @@ def test_a_steer_delivers_the_queued_messages_and_counts_as_a_model_call(board: 
     with pytest.raises(LaneboardError) as err:  # the steers used the budget up
         r.rt.dispatch(r.id, "coordinator", "coordinate")
     assert err.value.code == "BUDGET_EXHAUSTED" and "model_calls" in err.value.message
+
+
+class SteerableSessions:
+    """The driver's sessions, as far as steering goes: records each steer, accepts it."""
+
+    def __init__(self) -> None:
+        self.steers: list[tuple[str, int, str]] = []
+
+    def steer(self, role: str, card_id: int, text: str) -> bool:
+        self.steers.append((role, card_id, text))
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def _driver_with_a_running_turn(board: Board, max_calls: int) -> tuple[Run, Any, SteerableSessions]:
+    from concurrent import futures
+
+    from laneboard.supervisor.orchestrate import Driver
+
+    r = Run(board, Budgets(max_model_calls=max_calls))
+    r.assign_two()
+    producer = r.orch.plan(r.id)["producer"]
+    r.rt.dispatch(r.id, "specialist-a", "work", producer)  # one model call: its turn runs
+    r.call(r.coordinator, "update", assignment="producer", note="use KEY-42")
+    sessions = SteerableSessions()
+    driver = Driver(board, r.id, sessions)  # type: ignore[arg-type]
+    driver.running["producer"] = ("specialist-a", futures.Future())  # not done: running
+    return r, driver, sessions
+
+
+def test_an_update_is_not_steered_once_the_model_call_budget_is_used_up(board: Board) -> None:
+    r, driver, sessions = _driver_with_a_running_turn(board, max_calls=1)
+    try:
+        assert driver._steer_updates() is False
+    finally:
+        driver.pool.shutdown()
+    assert sessions.steers == []  # a steer is a model call: none is left
+    assert r.orch.plan(r.id)["producer"].messages == ("use KEY-42",)  # kept for later
+    assert r.orch.get(r.id).usage.model_calls == 1
+    with board.store.read() as tx:
+        assert tx.events(run_id=r.id, types=["orchestration.steered"]) == []
+
+
+def test_an_update_is_steered_while_the_budget_lasts(board: Board) -> None:
+    r, driver, sessions = _driver_with_a_running_turn(board, max_calls=2)
+    try:
+        assert driver._steer_updates() is False  # sent: nothing waits to be tried again
+    finally:
+        driver.pool.shutdown()
+    producer = r.orch.plan(r.id)["producer"]
+    assert [(role, card) for role, card, _ in sessions.steers] == [
+        ("specialist-a", producer.card_id)
+    ]
+    assert "use KEY-42" in sessions.steers[0][2]
+    assert producer.messages == ()
+    assert r.orch.get(r.id).usage.model_calls == 2
