@@ -27,6 +27,7 @@ CODES: dict[str, tuple[int, int]] = {
     "LOCK_HELD": (409, 3),
     "WORKSPACE_BASE_UNRESOLVED": (409, 1),
     "WORKSPACE_ERROR": (409, 1),
+    "REMOTE_UNREACHABLE": (409, 1),
     "VERIFICATION_FAILED": (409, 1),
     "LANDING_BLOCKED": (409, 1),
     "CONFIG_INVALID": (422, 2),

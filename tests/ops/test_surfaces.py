@@ -56,6 +56,7 @@ OUT_OF_SCOPE: dict[str, Callable[[Ids], Params]] = {
     "project.list": lambda i: {},
     "project.get": lambda i: {"project": "WEB"},
     "project.add": lambda i: {"key": "EVIL"},
+    "project.edit": lambda i: {"project": "WEB", "no_remote": True},
     "project.config": lambda i: {"project": "WEB", "set": ["check_timeout=5"]},
     "events.tail": lambda i: {"card": i["b"]},
     "token.create": lambda i: {"name": "mine", "kind": "human"},
@@ -222,6 +223,7 @@ def scenario(
     do("project.add", key="WEB", name="Web", path=str(repo))
     do("project.list")
     do("project.get", project="WEB")
+    do("project.edit", project="WEB", no_remote=True)
     do("project.config", project="WEB", set=["check_timeout=30"])
     a = do("card.add", project="WEB", title="first", acceptance=["it works"],
            acceptance_mode="off", labels=["x"], idempotency_key="k-first")  # fmt: skip

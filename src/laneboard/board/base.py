@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # lane before -> done (the merge commit or None, or LaneboardError LANDING_BLOCKED)
 DeliveryGate = Callable[[Card], list[Evidence]]
 LandingGate = Callable[[Card], "str | None"]
+# ... and ask a shared git remote a person names (url, base_ref) before it is written:
+# returns, or raises LaneboardError REMOTE_UNREACHABLE / WORKSPACE_BASE_UNRESOLVED
+RemoteCheck = Callable[[str, "str | None"], None]
 
 
 class BoardBase:
@@ -33,6 +36,7 @@ class BoardBase:
     sla: weights.SlaLimits  # the patrol limits that press on the candidate order
     delivery_gate: DeliveryGate | None
     landing_gate: LandingGate | None
+    remote_check: RemoteCheck | None
 
     if TYPE_CHECKING:  # defined by the parts (moves, claims, links, runs)
 

@@ -1,5 +1,11 @@
 """Projects and their settings.
 
+A project's shared git remote is checked before it is written (``add_project``,
+``edit_project``): the board asks ``remote_check`` — git's side, installed by the runtime's
+hooks (``workspace.hooks.install``) like the delivery and landing gates — outside any
+transaction, after the cheap checks (input, authority, a key taken) and before the write.
+A board without the hooks (a bare ``Board(store)``) takes the remote as given.
+
 A project's settings have one precedence (docs/configuration.md): flag → environment →
 the project's ``.laneboard/config.toml`` → the board's settings here → the user's file →
 default. The board layer serves projects whose repository carries no file; a board
@@ -20,6 +26,7 @@ from laneboard.config_keys import BOARD_SETTINGS, Bad, all_keys
 from laneboard.domain.model import Actor, Project
 from laneboard.errors import LaneboardError, bad_input
 from laneboard.store import IntegrityError
+from laneboard.store.tx import Tx
 
 
 class ProjectsMixin(BoardBase):
@@ -40,14 +47,13 @@ class ProjectsMixin(BoardBase):
         key = inputs.project_key(key)
         name = inputs.text(name or key, "project name", limit=200)
         remote = _remote(remote)
+        if remote is not None:
+            with self.store.read() as tx:
+                _refuse_taken(tx, key, name)
+            self._check_remote(remote, base_ref)
         try:
             with self.store.write() as tx:
-                if tx.project(key=key) or tx.project(name=name):
-                    raise LaneboardError(
-                        "CONFLICT",
-                        f"project {key} ({name}) already exists",
-                        "pick another key and name, or use the existing project",
-                    )
+                _refuse_taken(tx, key, name)
                 pid = tx.insert_project(key, name, path, base_ref, remote)
                 if config:
                     tx.update_project(pid, config=config)
@@ -64,6 +70,44 @@ class ProjectsMixin(BoardBase):
             ) from None
         assert p is not None
         return p
+
+    def edit_project(self, actor: Actor, ref: str | int, *, remote: str | None) -> Project:
+        """Set, switch or clear (``remote=None``) a project's shared git remote.
+
+        The new remote is checked like ``add_project``'s. Refused (``CONFLICT``) while a card
+        of the project has work not landed — claimed, delivered, or with an active lane —
+        because its lane lives in the old checkout or clone and its branch on the old
+        remote: the landing would look for it where it is not. Unchanged: nothing written.
+        """
+        require(actor, Caller.PERSON, "edit projects")
+        remote = _remote(remote) if remote is not None else None
+        with self.store.read() as tx:
+            p = self._project(tx, ref)
+            if p.remote == remote:
+                return p
+            _refuse_in_flight(tx, p)
+            base_ref = p.base_ref or tx.project_config(p.id).get("base_ref")
+        if remote is not None:
+            self._check_remote(remote, str(base_ref) if base_ref else None)
+        with self.store.write() as tx:
+            p = self._project(tx, p.id)
+            if p.remote == remote:
+                return p
+            _refuse_in_flight(tx, p)
+            tx.update_project(p.id, remote=remote)
+            tx.append_event(
+                "project.edited",
+                actor,
+                project_id=p.id,
+                payload={"key": p.key, "remote": remote, "was": p.remote},
+            )
+            got = tx.project(id=p.id)
+        assert got is not None
+        return got
+
+    def _check_remote(self, remote: str, base_ref: str | None) -> None:
+        if self.remote_check is not None:
+            self.remote_check(remote, base_ref)
 
     def projects(self) -> list[Project]:
         with self.store.read() as tx:
@@ -161,13 +205,39 @@ def _remote(remote: str | None) -> str | None:
     """A remote git can be given as an argument: a URL or a path, never an option."""
     if remote is None:
         return None
-    remote = inputs.text(remote, "remote", limit=4000).strip()
+    remote = inputs.text(remote, "remote", limit=4000, empty=True).strip()
     if not remote or remote.startswith("-") or any(c in remote for c in "\n\r\0"):
         raise bad_input(
             f"remote {remote!r} is not a git remote",
-            "give a URL git can push to, or the path of a bare repository",
+            "give a URL git can push to, or the path of a bare repository (to clear a "
+            "project's remote: lb project edit KEY --no-remote)",
         )
     return remote
+
+
+def _refuse_taken(tx: Tx, key: str, name: str) -> None:
+    if tx.project(key=key) or tx.project(name=name):
+        raise LaneboardError(
+            "CONFLICT",
+            f"project {key} ({name}) already exists",
+            "pick another key and name, or use the existing project",
+        )
+
+
+def _refuse_in_flight(tx: Tx, project: Project) -> None:
+    """A project whose cards have work not landed keeps its remote (and its checkout)."""
+    ids = tx.cards_in_flight(project.id)
+    if not ids:
+        return
+    refs = [c.ref for c in (tx.card(i) for i in ids[:5]) if c is not None]
+    more = f" and {len(ids) - len(refs)} more" if len(ids) > len(refs) else ""
+    raise LaneboardError(
+        "CONFLICT",
+        f"project {project.key} has work not landed yet ({', '.join(refs)}{more}): its lanes "
+        "are in the current checkout and on the current remote, and would be stranded",
+        f"land or cancel those cards first (lb card list --project {project.key}), then "
+        "change the remote",
+    )
 
 
 def _project_setting(key: str, value: Any) -> Any:

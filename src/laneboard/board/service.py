@@ -9,7 +9,7 @@ rejections (``decisions``); the lookups and write guards they share are in ``bas
 
 from __future__ import annotations
 
-from laneboard.board.base import DeliveryGate, LandingGate
+from laneboard.board.base import DeliveryGate, LandingGate, RemoteCheck
 from laneboard.board.cards import EDITABLE, CardsMixin
 from laneboard.board.claims import ClaimsMixin
 from laneboard.board.decisions import DecisionsMixin
@@ -30,6 +30,7 @@ __all__ = [
     "Candidate",
     "DeliveryGate",
     "LandingGate",
+    "RemoteCheck",
 ]
 
 
@@ -51,6 +52,7 @@ class Board(
         *,
         delivery_gate: DeliveryGate | None = None,
         landing_gate: LandingGate | None = None,
+        remote_check: RemoteCheck | None = None,
         sla: weights.SlaLimits = weights.DEFAULT_SLA,
     ) -> None:
         self.store = store
@@ -58,3 +60,4 @@ class Board(
         self.sla = sla
         self.delivery_gate = delivery_gate
         self.landing_gate = landing_gate
+        self.remote_check = remote_check

@@ -108,16 +108,20 @@ PROJECT_GET = Op(
 )
 
 
+def _remote_arg(remote: str | None) -> str | None:
+    if remote is not None and os.path.isdir(remote):
+        return os.path.abspath(remote)  # a bare repository's path: the same from anywhere
+    return remote
+
+
 def project_add(c: Call, a: Params) -> Any:
     path = a.get("path")
     if path is not None and not os.path.isdir(path):
         raise bad_input(f"project path {path} is not a directory", "create it or fix --path")
-    remote = a.get("remote")
-    if remote is not None and os.path.isdir(remote):
-        remote = os.path.abspath(remote)  # a bare repository's path: the same from anywhere
     return c.board.add_project(
-        c.actor, a["key"], a.get("name"), path, a.get("base_ref"), remote=remote
-    ).to_dict()
+        c.actor, a["key"], a.get("name"), path, a.get("base_ref"),
+        remote=_remote_arg(a.get("remote")),
+    ).to_dict()  # fmt: skip
 
 
 PROJECT_ADD = Op(
@@ -126,7 +130,10 @@ PROJECT_ADD = Op(
     "add a project",
     "Add a project: a short key used in card references (WEB-12), and the directory of its "
     "git checkout, where lanes are made; or, for several machines, a shared git remote "
-    "(--remote) that each machine clones into its state directory and lands on.",
+    "(--remote) that each machine clones into its state directory and lands on. A remote is "
+    "asked for its branches first (git ls-remote, without prompting): one this machine "
+    "cannot reach is refused with REMOTE_UNREACHABLE, one without the base branch with "
+    "WORKSPACE_BASE_UNRESOLVED, and nothing is added.",
     ("lb project add WEB --path ~/src/web", "lb project add API --name Api --base-ref develop",
      "lb project add SRV --remote git@git.example.com:team/srv.git"),
     (
@@ -151,6 +158,48 @@ PROJECT_ADD = Op(
     routes=(Route("POST", "/projects", "addProject", 201),),
     tool="add_project",
     what="add projects",
+)  # fmt: skip
+
+
+def project_edit(c: Call, a: Params) -> Any:
+    remote, clear = a.get("remote"), bool(a.get("no_remote"))
+    if (remote is None) == (not clear):
+        raise bad_input(
+            "give either --remote URL or --no-remote" if not clear
+            else "--remote and --no-remote together",
+            "set the remote with --remote URL, or clear it with --no-remote",
+        )  # fmt: skip
+    return c.board.edit_project(c.actor, a["project"], remote=_remote_arg(remote)).to_dict()
+
+
+PROJECT_EDIT = Op(
+    "project.edit",
+    ("project", "edit"),
+    "change a project's shared git remote",
+    "Set or switch the project's shared git remote (--remote URL, checked like project add's), "
+    "or clear it (--no-remote: lanes are made in the project's directory again). Refused "
+    "with CONFLICT while a card of the project has work not landed (claimed, delivered, or "
+    "with an active lane): its lane and branch would be left behind on the old remote. "
+    "Naming the current remote changes nothing.",
+    ("lb project edit SRV --remote git@git.example.com:team/srv.git",
+     "lb project edit SRV --no-remote"),
+    (
+        PROJECT,
+        p("remote", "text", "the new shared git remote (URL or bare repository path)",
+          flag="--remote", schema={"maxLength": 4000}),
+        p("no_remote", "bool", "clear the remote: lanes in the project's directory again",
+          flag="--no-remote"),
+    ),
+    Caller.PERSON,
+    "board",
+    project_edit,
+    lambda d, _a, _n: f"project {d['key']} edited ("
+    + (f"remote {d['remote']}" if d.get("remote") else "no remote") + ")",
+    R.PROJECT,
+    destructive=True,
+    routes=(Route("PATCH", "/projects/{project}", "editProject"),),
+    tool="edit_project",
+    what="edit projects",
 )  # fmt: skip
 
 
@@ -479,6 +528,7 @@ OPS = (
     PROJECT_LIST,
     PROJECT_GET,
     PROJECT_ADD,
+    PROJECT_EDIT,
     PROJECT_CONFIG,
     EVENTS,
     TOKEN_CREATE,

@@ -30,6 +30,7 @@ OPS: dict[str, tuple[str, str]] = {
     "project add": ("laneboard.ops.board", "add a project"),
     "project get": ("laneboard.ops.board", "show one project"),
     "project list": ("laneboard.ops.board", "list projects"),
+    "project edit": ("laneboard.ops.board", "change a project's shared git remote"),
     "project config": ("laneboard.ops.board", "show or change a project's settings"),
     "card add": ("laneboard.ops.cards", "create a card"),
     "card get": ("laneboard.ops.cards", "show one card"),

@@ -117,6 +117,17 @@ class LaneQueries(Queries):
         got = self.scalar(f"SELECT count(*) FROM lanes WHERE state IN ({marks})", states)
         return int(got or 0)
 
+    def cards_in_flight(self, project_id: int) -> list[int]:
+        """Cards of a project whose work is not landed yet, by id: claimed or delivered, or
+        not canceled with a lane still active (made, not landed)."""
+        got = self.all(
+            "SELECT c.id FROM cards c WHERE c.project_id = ? AND (c.status IN "
+            "('in_progress', 'in_review') OR (c.status <> 'canceled' AND EXISTS (SELECT 1 "
+            "FROM lanes l WHERE l.card_id = c.id AND l.state = 'active'))) ORDER BY c.id",
+            (project_id,),
+        )
+        return [int(r["id"]) for r in got]
+
     def count_other_in_progress(self, project_id: int, card_id: int) -> int:
         """In-progress cards of a project other than ``card_id``."""
         got = self.scalar(

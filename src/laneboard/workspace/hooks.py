@@ -1,4 +1,5 @@
-"""Install the runtime's delivery and landing gates on a Board.
+"""Install the runtime's delivery and landing gates, and the check of a shared git remote
+a person names, on a Board.
 
 Kept import-light: the workspace code loads only when a gate actually runs, so a read
 command such as ``lb card get`` starts as fast as before.
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def install(board: Board, clones: str | None = None) -> Board:
-    """Give ``board`` the delivery gate (verify) and the landing gate (land); returns it.
+    """Give ``board`` the delivery gate (verify), the landing gate (land) and the remote
+    check (``git ls-remote`` when a project's remote is named); returns it.
     ``clones``: where this machine keeps its clones of projects' remotes (default: the
     state directory's ``clones``)."""
     store = board.store
@@ -44,6 +46,14 @@ def install(board: Board, clones: str | None = None) -> Board:
             )
         return res.merge_commit
 
+    def remote_check(url: str, base_ref: str | None) -> None:
+        from laneboard.workspace.remote import check_remote
+
+        problem = check_remote(url, base_ref)
+        if problem is not None:
+            raise LaneboardError(problem.code, problem.message, problem.fix)
+
     board.delivery_gate = delivery_gate
     board.landing_gate = landing_gate
+    board.remote_check = remote_check
     return board

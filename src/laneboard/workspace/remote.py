@@ -13,6 +13,10 @@ retried from the new base; a merge that conflicts goes back to the worker.
 The clone belongs to laneboard: its checked-out branch follows the remote's base at every
 fetch. One landing or fetch at a time runs in a clone (a file lock, shared by every process
 of the machine).
+
+A remote is checked when a person names it (``check_remote``: ``lb project add --remote``,
+``lb project edit --remote``), so a remote this machine cannot reach, or one without the
+project's base branch, is refused then rather than at the first lane.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from laneboard.workspace import git as g
 
@@ -62,6 +67,93 @@ def is_clone(repo: str) -> bool:
 
 def tracking(branch: str) -> str:
     return f"refs/remotes/{ORIGIN}/{branch}"
+
+
+# -- checking a remote when it is named -----------------------------------------------------
+CHECK_TIMEOUT_S = 20.0  # how long ``lb project add/edit --remote`` waits for the remote
+# git asks for nothing while it checks: no terminal prompt, an empty answer from any askpass
+# program, ssh in batch mode (keys and agents only), no credential manager window. Stored
+# credentials (a credential helper, an ssh agent) are used as by any fetch.
+NO_PROMPTS = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "true",
+    "SSH_ASKPASS": "true",
+    "SSH_ASKPASS_REQUIRE": "never",
+    "GCM_INTERACTIVE": "never",
+}
+SSH_BATCH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
+
+
+class RemoteProblem(NamedTuple):
+    """Why a remote cannot serve a project's lanes: a stable error code, the problem, the
+    fix."""
+
+    code: str  # REMOTE_UNREACHABLE | WORKSPACE_BASE_UNRESOLVED
+    message: str
+    fix: str
+
+
+def branch_name(ref: str) -> str:
+    """A base ref as the remote's branch name (``refs/heads/main``, ``origin/main``)."""
+    return ref.removeprefix("refs/heads/").removeprefix(f"{ORIGIN}/")
+
+
+def check_remote(
+    url: str, base_ref: str | None = None, *, timeout_s: float = CHECK_TIMEOUT_S
+) -> RemoteProblem | None:
+    """Ask ``url`` for its branches (``git ls-remote``, at most ``timeout_s``, never
+    prompting): None when this machine reaches it and it has the base branch (``base_ref``,
+    else any branch to start lanes from), else what is wrong."""
+    env = {**os.environ, **NO_PROMPTS}
+    env.setdefault("GIT_SSH_COMMAND", SSH_BATCH)
+    try:
+        got = g.git(tempfile.gettempdir(), "ls-remote", "--symref", "--", url, "HEAD",
+                    "refs/heads/*", check=False, timeout=timeout_s, env=env)  # fmt: skip
+    except g.GitError as exc:
+        timed_out = "timed out" in str(exc)
+        return RemoteProblem(
+            "REMOTE_UNREACHABLE",
+            f"the remote {url} did not answer within {timeout_s:g} s" if timed_out
+            else f"cannot run git to reach the remote {url}: {exc}",
+            _REACH_FIX,
+        )  # fmt: skip
+    if not got.ok:
+        return RemoteProblem(
+            "REMOTE_UNREACHABLE", f"cannot reach the remote {url}: {_says(got)}", _REACH_FIX
+        )
+    heads = [
+        ref.removeprefix("refs/heads/")
+        for _, _, ref in (line.partition("\t") for line in got.out.splitlines())
+        if ref.startswith("refs/heads/")
+    ]
+    if not heads:
+        return RemoteProblem(
+            "WORKSPACE_BASE_UNRESOLVED",
+            f"the remote {url} has no branch to start lanes from",
+            f"push a base branch to it first (git push {url} main), then name it again",
+        )
+    if base_ref and branch_name(base_ref) not in heads:
+        shown = ", ".join(sorted(heads)[:10]) + (" …" if len(heads) > 10 else "")
+        return RemoteProblem(
+            "WORKSPACE_BASE_UNRESOLVED",
+            f"the remote {url} has no branch {branch_name(base_ref)} (the project's base_ref)",
+            f"push that branch to the remote, or name one it has as the base: {shown}",
+        )
+    return None
+
+
+def _says(res: g.GitResult) -> str:
+    """git's own reason: its first ``fatal:`` line (not the advice after it)."""
+    for line in res.err.splitlines():
+        if line.startswith("fatal: "):
+            return line.removeprefix("fatal: ").strip()
+    return res.detail()
+
+
+_REACH_FIX = (
+    "check the URL, and that this machine can fetch from it without a prompt (an ssh key "
+    "or agent, or a git credential helper), then run the command again"
+)
 
 
 # -- one landing or fetch at a time in a clone ---------------------------------------------
@@ -152,7 +244,7 @@ def base_branch(clone: str, declared: str | None) -> str:
     """The remote's branch lanes start from and land on: the project's ``base_ref`` (a
     branch of the remote), else the remote's default branch."""
     if declared:
-        name = declared.removeprefix("refs/heads/").removeprefix(f"{ORIGIN}/")
+        name = branch_name(declared)
         if not g.resolves(clone, tracking(name)):
             raise g.GitError(f"the remote has no branch {name} (the project's base_ref)")
         return name
