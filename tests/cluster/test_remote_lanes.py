@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -288,3 +289,48 @@ def test_a_conflict_on_the_remote_goes_back_to_its_worker_and_lands(
     assert card.meta["merge_commit"] == git(bare, "rev-parse", "main") or first in subjects[0]
     assert os.path.isdir(os.path.join(clones, "C"))
     store.close()
+
+
+def test_a_machines_lane_is_cleaned_by_it_after_another_machine_landed_it(
+    store: Store, tmp_path: Path
+) -> None:
+    """Machines keep their clones at the same path (the same state directory layout on each
+    host): the lane record's machine, not its path, tells whose lane it is."""
+    from laneboard.workspace.land import cleanup_terminal
+
+    bare, _ = bare_remote(tmp_path)
+    root = tmp_path / "state" / "clones"  # the one path every machine uses
+    a = install(Board(store), clones=str(root))
+    a.add_project(ME, "P", remote=str(bare))
+    c = a.create_card(ME, "P", "do the thing", acceptance_mode="off")
+    lane = LaneAdmitter(a, clones=str(root), fetch_within_s=0, machine="a").admit(
+        c, a.project("P")
+    )
+    card = a.claim(ME, c.ref, holder="worker")
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    delivered = deliver(a, card)
+    with store.read() as tx:
+        rec = lane_for(tx, card.id, 1)
+    assert rec is not None and rec.machine == "a"
+    (root / "P").rename(tmp_path / "a-clone")  # machine a's disk, out of b's sight
+    b = install(Board(store), clones=str(root))
+    assert b.move(ME, delivered.ref, "done").meta["merge_commit"] == git(bare, "rev-parse", "main")
+    assert os.path.isdir(root / "P" / ".git"), "b landed from its own clone at the same path"
+    assert cleanup_terminal(store, clones=str(root), machine="b") == []  # not b's lane
+    with store.read() as tx:
+        rec = lane_for(tx, card.id, 1)
+    assert rec is not None and rec.state == "landed"
+    assert git(bare, "rev-parse", "--verify", "-q", "refs/heads/lane/P-1")
+    # back on machine a
+    shutil.rmtree(root / "P")
+    (tmp_path / "a-clone").rename(root / "P")
+    assert os.path.isdir(lane)
+    got = cleanup_terminal(store, clones=str(root), machine="a")
+    assert [x["action"] for x in got] == ["cleaned"], got
+    assert not os.path.exists(lane)
+    with store.read() as tx:
+        rec = lane_for(tx, card.id, 1)
+    assert rec is not None and rec.state == "cleaned"
+    refs = subprocess.run(["git", "-C", str(bare), "for-each-ref", "refs/heads/lane/"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert refs == "", "the lane branch is deleted from the remote too"

@@ -37,14 +37,15 @@ class LaneQueries(Queries):
         branch: str,
         base: str,
         base_commit: str,
+        machine: str | None = None,
     ) -> None:
         now = self.now()
         self.run(
             "INSERT INTO lanes (card_id, round, project_id, repo, path, branch, base, "
-            "base_commit, state, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
+            "base_commit, state, created_at, updated_at, machine) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
             (card_id, round_, project_id, repo, path, branch, base,
-             base_commit, now, now),
+             base_commit, now, now, machine),
         )  # fmt: skip
 
     def refresh_lane(
@@ -55,13 +56,16 @@ class LaneQueries(Queries):
         branch: str,
         base: str | None = None,
         base_commit: str | None = None,
+        machine: str | None = None,
     ) -> None:
-        """New place for a lane (and, given, a new base); a cleaned lane is active again."""
+        """New place for a lane (and, given, a new base and the machine whose lane it is
+        now); a cleaned lane is active again."""
         self.run(
             "UPDATE lanes SET repo = ?, path = ?, branch = ?, updated_at = ?, "
             "base = COALESCE(?, base), base_commit = COALESCE(?, base_commit), "
+            "machine = COALESCE(?, machine), "
             "state = CASE WHEN state = 'cleaned' THEN 'active' ELSE state END WHERE id = ?",
-            (repo, path, branch, self.now(), base, base_commit, lane_id),
+            (repo, path, branch, self.now(), base, base_commit, machine, lane_id),
         )
 
     def mark_lane_landed(self, lane_id: int, merge_commit: str, target_branch: str | None) -> None:

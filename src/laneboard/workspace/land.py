@@ -104,7 +104,11 @@ def _land_remote(
     clone = rm.ensure_clone(clones, project, str(declared) if declared else None)
     base = rm.base_branch(clone, str(declared) if declared else None)
     res.target_branch = base
-    here = os.path.realpath(lane.repo) == os.path.realpath(clone) and os.path.isdir(lane.path)
+    here = (
+        os.path.realpath(lane.repo) == os.path.realpath(clone)
+        and lane.machine in (None, rm.this_machine())
+        and os.path.isdir(lane.path)
+    )
     commit = delivered_commit(store, lane.card_id, lane.round)
     if commit is not None and here:
         publish(lane, commit)  # this machine's lane: make sure the remote has it
@@ -346,13 +350,17 @@ def _last_refusal(tx: Tx, card_id: int) -> str | None:
 
 # -- cleanup -----------------------------------------------------------------------------
 def cleanup_terminal(
-    store: Store, card_id: int | None = None, clones: str | None = None
+    store: Store,
+    card_id: int | None = None,
+    clones: str | None = None,
+    machine: str | None = None,
 ) -> list[dict[str, Any]]:
     """Remove the worktree, then the branch, of terminal cards' merged lanes.
 
-    A lane in a clone of a project's remote is cleaned only by its own machine (its clone
-    is under this machine's ``clones``), once its branch is on the remote's base; its
-    branch is then deleted from the remote too.
+    A lane in a clone of a project's remote is cleaned only by its own machine
+    (``remote.is_mine``: its clone under this machine's ``clones``, its record naming this
+    ``machine``, default ``remote.this_machine()``), whichever machine landed it, once its
+    branch is on the remote's base; its branch is then deleted from the remote too.
 
     Returns one entry per lane looked at: ``cleaned`` or ``kept`` with the reason.
     """
@@ -361,14 +369,14 @@ def cleanup_terminal(
     with store.read() as tx:
         ids = tx.terminal_lane_ids(card_id)
         lanes = [lane for lane in all_lanes(tx, ("active", "landed")) if lane.id in ids]
-    mine = os.path.realpath(rm.clones_root(clones)) + os.sep
+    me = machine or rm.this_machine()
     fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
     out = []
     for lane in lanes:
         if not rm.is_clone(lane.repo):
             out.append(_cleanup(store, lane))
             continue
-        if not os.path.realpath(lane.repo).startswith(mine):
+        if not rm.is_mine(lane.repo, lane.machine, clones, me):
             continue  # another machine's lane: that machine cleans it
         if lane.repo not in fetched:
             try:

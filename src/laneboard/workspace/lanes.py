@@ -75,6 +75,7 @@ class Lane:
     updated_at: int
     landed_at: int | None
     cleaned_at: int | None
+    machine: str | None = None  # whose lane: the machine that made it (None: not recorded)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -106,6 +107,7 @@ def _lane(r: Row) -> Lane:
         int(r["updated_at"]),
         r["landed_at"],
         r["cleaned_at"],
+        r["machine"],
     )
 
 
@@ -137,17 +139,18 @@ def record_lane(
     base: str,
     base_commit: str,
     how: str,
+    machine: str | None = None,
 ) -> Lane:
-    """Insert (or refresh) the lane row for the card's round, with its event."""
+    """Insert (or refresh) the lane row for the card's round, with its event; ``machine``
+    names the machine whose lane it is."""
     old = lane_for(tx, card.id, card.delivery_round)
     if old is None:
-        tx.insert_lane(
-            card.id, card.delivery_round, card.project_id, repo, path, branch, base, base_commit
-        )
+        tx.insert_lane(card.id, card.delivery_round, card.project_id, repo, path, branch, base,
+                       base_commit, machine)  # fmt: skip
     elif rm.is_clone(repo):  # another machine's lane of this round before: its base too
-        tx.refresh_lane(old.id, repo, path, branch, base, base_commit)
+        tx.refresh_lane(old.id, repo, path, branch, base, base_commit, machine)
     else:
-        tx.refresh_lane(old.id, repo, path, branch)
+        tx.refresh_lane(old.id, repo, path, branch, machine=machine)
     tx.append_event(
         "lane.created" if old is None else "lane.refreshed",
         lanes_actor(),
@@ -334,9 +337,11 @@ class LaneAdmitter:
         monotonic: Callable[[], float] = time.monotonic,
         clones: str | None = None,
         fetch_within_s: float = rm.FRESH_S,
+        machine: str | None = None,
     ) -> None:
         self.board = board
         self.clones = clones
+        self.machine = machine or rm.this_machine()  # named in the lanes it records
         self.fetch_within_s = fetch_within_s  # a remote fetched this recently is not again
         self._mine: dict[int, Lane] = {}  # card id -> the lane admitted here (a remote's)
         self.store: Store = board.store
@@ -549,16 +554,18 @@ class LaneAdmitter:
                 mb = g.git(repo, "merge-base", base, f"refs/heads/{branch}", check=False)
                 base_commit = mb.out.strip() if mb.ok else g.commit_of(repo, branch)
         path = os.path.realpath(slot)
+        me = self.machine
         if not rm.is_clone(repo):
             with self.store.write() as tx:
-                return record_lane(tx, card, repo, path, branch, base, base_commit, how)
+                return record_lane(tx, card, repo, path, branch, base, base_commit, how, me)
         with self.store.write() as tx:  # several machines may admit a card; one claims it
             fresh = tx.card(card.id, lock=True)  # after a claim committed, or before it
             old = lane_for(tx, card.id, card.delivery_round)
             if old is not None and old.path != path and fresh is not None and fresh.holder:
-                got = replace(old, repo=repo, path=path, base=base, base_commit=base_commit)
+                got = replace(old, repo=repo, path=path, base=base, base_commit=base_commit,
+                              machine=me)  # fmt: skip
             else:
-                got = record_lane(tx, card, repo, path, branch, base, base_commit, how)
+                got = record_lane(tx, card, repo, path, branch, base, base_commit, how, me)
         self._mine[card.id] = got
         return got
 
@@ -569,6 +576,8 @@ class LaneAdmitter:
         if mine is None or mine.round != card.delivery_round:
             return
         cur = lane_for(tx, card.id, card.delivery_round)
-        if cur is not None and (cur.path, cur.base_commit) != (mine.path, mine.base_commit):
+        if cur is not None and (cur.path, cur.base_commit, cur.machine) != (
+            mine.path, mine.base_commit, mine.machine
+        ):
             tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
-                            mine.base_commit)  # fmt: skip
+                            mine.base_commit, mine.machine)  # fmt: skip

@@ -61,6 +61,23 @@ def checkout_of(project: Project, root: str | None = None) -> str | None:
     return clone_dir(root, project) if project.remote else project.path
 
 
+def this_machine() -> str:
+    """This machine's name in a cluster: ``LANEBOARD_MACHINE``, else the host name (the
+    supervisor's rule, ``supervisor.instances.machine_name``)."""
+    import socket
+
+    return os.environ.get("LANEBOARD_MACHINE") or socket.gethostname()
+
+
+def is_mine(lane_repo: str, lane_machine: str | None, root: str | None, machine: str) -> bool:
+    """Whether a lane in a clone is this machine's: its clone is under this machine's
+    clones directory and its record names this machine (or no machine: recorded before
+    machines were). Machines usually keep their clones at the same path, so the path alone
+    does not tell."""
+    under = os.path.realpath(lane_repo).startswith(os.path.realpath(clones_root(root)) + os.sep)
+    return under and (lane_machine is None or lane_machine == machine)
+
+
 def is_clone(repo: str) -> bool:
     return os.path.isfile(os.path.join(repo, ".git", CLONE_MARK))
 
