@@ -61,6 +61,7 @@ class Conn(abc.ABC):
 
     events: Sequence[tuple[Any, ...]] = ()
     notify: bool = False
+    flushed: bool = False  # some events were written before the commit (not in ``events``)
     committed_last: EventCursor | None = None
 
     @abc.abstractmethod
@@ -151,7 +152,8 @@ class Store(abc.ABC):
             tx = Tx(self, conn)
             yield tx
             conn.events = tx.take_pending_events()
-            conn.notify = bool(conn.events) or tx._last_event is not None
+            conn.flushed = tx._last_event is not None
+            conn.notify = bool(conn.events) or conn.flushed
         self._announce(conn.committed_last or tx._last_event)
 
     def _announce(self, last: EventCursor | None) -> None:

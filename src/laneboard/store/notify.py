@@ -6,9 +6,11 @@ spurious wake-up costs one index probe and a missed one at most one poll interva
 * a write committed through this process's ``Store`` (a commit hook; both backends);
 * on PostgreSQL, a ``NOTIFY`` from any process writing to the same board: every write
   that appends events announces its last event's cursor on the board's channel right
-  after it commits (``PostgresStore._commit_sql``); a listener thread with a connection
-  of its own ``LISTEN``s and reconnects when the connection drops (then wakes everyone,
-  since notifications sent meanwhile are lost);
+  after it commits (``PostgresStore._commit``), naming its events' types when it can; a
+  listener thread with a connection of its own ``LISTEN``s and reconnects when the
+  connection drops (then wakes everyone, since notifications sent meanwhile are lost).
+  A broadcaster made with ``quiet`` types is not woken by a write that named only those
+  (the supervisor's loop: the turn path's own records; see ``supervisor.loop.NOISE``);
 * polling: every ``poll_s`` while nothing listens (SQLite across processes, or the
   listener reconnecting), and every ``listen_poll_s`` as a safety net while it listens.
 
@@ -41,8 +43,10 @@ class Broadcaster:
         listen_poll_s: float = 10.0,
         retry_s: float = 0.2,
         listen: bool = True,
+        quiet: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
+        self.quiet = quiet  # a NOTIFY naming only these event types wakes nobody
         self.poll_s = poll_s
         self.listen_poll_s = listen_poll_s
         self.retry_s = retry_s
@@ -88,6 +92,25 @@ class Broadcaster:
         with self._cond:
             self._generation += 1
             self._cond.notify_all()
+
+    @property
+    def generation(self) -> int:
+        """A number that grows at every wake-up (for ``wait_wake``)."""
+        with self._cond:
+            return self._generation
+
+    def wait_wake(self, seen: int, timeout: float) -> bool:
+        """Block until a wake-up after ``generation`` was ``seen`` (True) or ``timeout``
+        passes; while nothing listens, at most ``poll_s``. For a loop that reads the log
+        itself right after (its read is the probe): it never sleeps past a write that
+        woke it between that read and this wait."""
+        limit = max(0.0, timeout if self.listening else min(timeout, self.poll_s))
+        with self._cond:
+            self._waiting += 1
+            try:
+                return self._cond.wait_for(lambda: self._generation != seen, limit)
+            finally:
+                self._waiting -= 1
 
     @property
     def waiting(self) -> int:
@@ -178,8 +201,13 @@ class Broadcaster:
 
     def _drain(self) -> None:
         while not self._stop.is_set():
-            for _ in self._raw.notifies(timeout=0.5):
-                self.wake()
+            for note in self._raw.notifies(timeout=0.5):
+                if not self._ignored(str(note.payload)):
+                    self.wake()
+
+    def _ignored(self, payload: str) -> bool:
+        """A write that announced only ``quiet`` event types ('' names none: it wakes)."""
+        return bool(self.quiet and payload) and set(payload.split(",")) <= self.quiet
 
     def _disconnect(self) -> None:
         self.listening = False

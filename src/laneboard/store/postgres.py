@@ -54,6 +54,19 @@ def _convert(sql: str) -> tuple[str, bool | None]:
     return sql.replace("%", "%%").replace("?", "%s"), (False if _STAR.search(sql) else None)
 
 
+NOTIFY_TYPES_MAX = 1000  # a longer list of event types is announced as '' (unknown)
+
+
+def _types_of(conn: Conn) -> str:
+    """The NOTIFY payload of a write: its events' types, comma-separated, when every event
+    is still in ``conn.events``; '' when some are not, or the list is long (a listener
+    then reads the log). A listener may skip what names only types it ignores."""
+    if conn.flushed or not conn.events:
+        return ""
+    text = ",".join(sorted({str(values[1]) for values in conn.events}))
+    return text if len(text) <= NOTIFY_TYPES_MAX else ""
+
+
 class _PgConn(Conn):
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -184,7 +197,8 @@ class PostgresStore(Store):
         parts = [self._events_sql(raw, conn.events)] if conn.events else []
         parts.append("COMMIT")
         if conn.notify:
-            parts.append(f"SELECT pg_notify({quote_literal(self._channel_of(raw))}, '')")
+            channel, types = quote_literal(self._channel_of(raw)), quote_literal(_types_of(conn))
+            parts.append(f"SELECT pg_notify({channel}, {types})")
         cur = raw.execute("; ".join(parts), prepare=False)
         if conn.events:  # the first result holds the written events' positions
             from laneboard.domain.cursor import EventCursor

@@ -275,6 +275,34 @@ class EventQueries(Queries):
         assert row is not None
         return bool(row["fresh"]) or bool(row["settled"])
 
+    def log_news(
+        self, marks: tuple[EventCursor, EventCursor], limit: int = 200
+    ) -> tuple[tuple[EventCursor, EventCursor], set[str] | None]:
+        """What ``log_changed`` looks at, in one statement: the marks now and the types
+        of the events logged since ``marks`` (None: more than ``limit`` of them, read
+        ``log_marks`` again). An event seen before may be named again, never one missed:
+        the marks are those of the statement's own snapshot."""
+        head, last = marks
+        if not self.pg:
+            got = self.all(
+                "SELECT id, type FROM events WHERE id > ? ORDER BY id LIMIT ?", (head.id, limit)
+            )
+            if len(got) >= limit:
+                return self.log_marks(), None
+            top = EventCursor(0, int(got[-1]["id"])) if got else head
+            return (top, top), {str(r["type"]) for r in got}
+        got = self.all(
+            f"SELECT {WATERMARK} AS mark, e.xid, e.id, e.type FROM (SELECT 1) o LEFT JOIN "
+            "LATERAL (SELECT xid, id, type FROM events WHERE (xid, id) > (?, ?) OR "
+            f"((xid, id) > (?, ?) AND xid < {WATERMARK}) ORDER BY xid, id LIMIT ?) e ON true",
+            (last.xid, last.id, head.xid, head.id, limit),
+        )
+        if len(got) >= limit:
+            return self.log_marks(), None
+        seen = [EventCursor(int(r["xid"]), int(r["id"])) for r in got if r["id"] is not None]
+        types = {str(r["type"]) for r in got if r["id"] is not None}
+        return (max(head, self._settled(got[0]["mark"])), max([last, *seen])), types
+
     def event_backlog(self, cursor: EventCursor) -> tuple[bool, bool]:
         """(a settled event lies after ``cursor``, a committed one not yet settled does)."""
         if not self.pg:

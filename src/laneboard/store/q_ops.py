@@ -123,6 +123,34 @@ class OpsQueries(Queries):
     def pass_leases(self) -> list[Row]:
         return self.all("SELECT * FROM locks WHERE name LIKE 'pass:%' ORDER BY name")
 
+    def acquire_locks(self, names: list[str], holder: str, ttl_ms: int) -> set[str]:
+        """``Tx.acquire_lock`` for several leases in one statement: the names taken."""
+        if not names:
+            return set()
+        now = self.now()
+        params: list[Any] = []
+        for name in names:
+            params += [name, holder, now, now + ttl_ms]
+        got = self.all(
+            "INSERT INTO locks (name, holder, acquired_at, expires_at) VALUES "
+            + ", ".join("(?, ?, ?, ?)" for _ in names)
+            + " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+            "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
+            "WHERE locks.holder = excluded.holder OR locks.expires_at <= ? RETURNING name",
+            [*params, now],
+        )
+        return {str(r["name"]) for r in got}
+
+    def lock_holders(self, names: list[str]) -> dict[str, str]:
+        """Lease name -> its holder, for those of ``names`` that are held."""
+        if not names:
+            return {}
+        got = self.all(
+            "SELECT name, holder FROM locks WHERE name IN (" + ",".join("?" * len(names)) + ")",
+            names,
+        )
+        return {str(r["name"]): str(r["holder"]) for r in got}
+
     def release_locks(self, holder: str, names: list[str]) -> int:
         if not names:
             return 0

@@ -90,6 +90,19 @@ class QueueQueries(Queries):
             [*params, limit],
         )
 
+    def ended_unqueued_refs(self, refs: list[str]) -> list[str]:
+        """Of these card references, those of cards done or canceled with no dispatch row
+        pending or processing (one statement for any number)."""
+        if not refs:
+            return []
+        got = self.all(
+            "SELECT c.ref FROM cards c WHERE c.ref IN (" + ",".join("?" * len(refs)) + ") "
+            "AND c.status IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 FROM queue q "
+            "WHERE q.card_id = c.id AND q.state IN ('pending', 'processing'))",
+            refs,
+        )
+        return [str(r["ref"]) for r in got]
+
     def queued_card_ids(self) -> set[int]:
         """Cards with a pending or processing queue row."""
         return {
@@ -156,14 +169,15 @@ class QueueQueries(Queries):
             states,
         )
 
-    def insert_session(self, agent_kind: str, lane_key: str, values: dict[str, Any]) -> None:
-        """``values``: card_id, role, cwd, native_id, round, state, replayed, pid."""
+    def insert_session(self, agent_kind: str, lane_key: str, values: dict[str, Any]) -> Row:
+        """``values``: card_id, role, cwd, native_id, round, state, replayed, pid; returns
+        the new record."""
         now = self.now()
         v = values
-        self.run(
+        r = self.one(
             "INSERT INTO sessions (agent_kind, lane_key, card_id, role, cwd, native_id, "
             "round, state, resumed_by_replay, pid, last_used_at, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (
                 agent_kind,
                 lane_key,
@@ -180,15 +194,17 @@ class QueueQueries(Queries):
                 now,
             ),
         )
+        assert r is not None
+        return r
 
-    def update_session(self, rec_id: int, values: dict[str, Any]) -> None:
-        """Reuse a session record; ``values`` as for ``insert_session``."""
+    def update_session(self, rec_id: int, values: dict[str, Any]) -> Row:
+        """Reuse a session record; ``values`` as for ``insert_session``; returns it."""
         now = self.now()
         v = values
-        self.run(
+        r = self.one(
             "UPDATE sessions SET card_id = ?, role = ?, cwd = ?, native_id = ?, round = ?, "
             "state = ?, resumed_by_replay = ?, pid = ?, last_used_at = ?, updated_at = ? "
-            "WHERE id = ?",
+            "WHERE id = ? RETURNING *",
             (
                 v["card_id"],
                 v["role"],
@@ -203,6 +219,8 @@ class QueueQueries(Queries):
                 rec_id,
             ),
         )
+        assert r is not None
+        return r
 
     def set_session_state(self, rec_id: int, state: str, pid: int | None = None) -> None:
         self.run(

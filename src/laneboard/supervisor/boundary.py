@@ -132,7 +132,7 @@ def differences(before: Fingerprint, after: Fingerprint) -> list[str]:
 
 
 def landed_commits(rt: Runtime, since_event: int) -> set[str]:
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         return boundary_sql.landed_merges(tx, since_event)
 
 
@@ -187,7 +187,7 @@ def check_lane_scope(rt: Runtime, card: Card) -> list[str]:
     from laneboard.workspace import lanes
     from laneboard.workspace.verify import changed_paths, scope_violations
 
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         lane = lanes.lane_for(tx, card.id, card.delivery_round)
     if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.path):
         return []
@@ -309,7 +309,7 @@ def _original(rt: Runtime, card: Card) -> Card:
     from laneboard.supervisor.workflow import review_of
 
     oid = review_of(card)
-    return rt.board.get(oid) if oid is not None else card
+    return rt.card(oid) if oid is not None else card
 
 
 def with_checks(rt: Runtime, role: Role, card: Card) -> Role:
@@ -320,7 +320,7 @@ def with_checks(rt: Runtime, role: Role, card: Card) -> Role:
     from laneboard.workspace.verify import gate_commands
 
     original = _original(rt, card)
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         cfg = tx.project_config(original.project_id)
     have = list(role.extra.get("check_commands") or ())
     extra = [c for c in gate_commands(original, cfg) if c not in have]
@@ -335,7 +335,7 @@ def review_evidence(rt: Runtime, card: Card) -> str:
     original = _original(rt, card)
     if original.id == card.id:
         return ""
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         rep = tx.report(original.id, original.delivery_round)
     items = [e.to_dict() for e in (rep.evidence if rep else [])]
     given = {"card": original.ref, "round": original.delivery_round, "evidence": items}

@@ -61,20 +61,39 @@ def pass_ttl_ms(rt: Runtime) -> int:
 
 def take(tx: Tx, rt: Runtime, names: list[str]) -> tuple[dict[str, int], dict[str, str]]:
     """In the tick's first transaction: the leases of these passes this supervisor got
-    (pass -> its ``pass_runs`` row) and, for the others, who runs them now."""
+    (pass -> its ``pass_runs`` row) and, for the others, who runs them now. One statement
+    takes every free lease; the rest are read in one more, and each other holder is
+    looked at once (a dead one's leases are broken, ``leases.dead_reason``)."""
     from laneboard.supervisor import leases
 
     holder = holder_of(rt)
-    got: list[str] = []
+    ttl = pass_ttl_ms(rt)
+    taken = tx.acquire_locks([lease_name(n) for n in names], holder, ttl)
+    got = [n for n in names if lease_name(n) in taken]
+    rest = [n for n in names if lease_name(n) not in taken]
+    held = tx.lock_holders([lease_name(n) for n in rest])
+    dead: dict[str, str | None] = {}
     busy: dict[str, str] = {}
-    for name in names:
-        taken, note, other = leases.take(tx, lease_name(name), holder, pass_ttl_ms(rt), rt.machine)
-        if taken:
+    for name in rest:
+        other = held.get(lease_name(name))
+        if other is None:  # released since: take it as one lease
+            ok, note, who = leases.take(tx, lease_name(name), holder, ttl, rt.machine)
+        else:
+            if other not in dead:
+                dead[other] = leases.dead_reason(tx, other, rt.machine)
+            why = dead[other]
+            ok, who, note = False, other, ""
+            if why is not None:
+                tx.release_lock(lease_name(name), other)
+                ok = tx.acquire_lock(lease_name(name), holder, ttl)
+                note = f"took over the {lease_name(name)} lease of {other} ({why})"
+        if ok:
             got.append(name)
             if note:
                 rt.log.warn("cluster", note)
         else:
-            busy[name] = other or "another supervisor"
+            busy[name] = who or "another supervisor"
+    got.sort(key=names.index)
     return tx.start_pass_runs(got, holder, rt.machine), busy
 
 

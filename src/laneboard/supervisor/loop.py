@@ -41,6 +41,48 @@ from laneboard.supervisor.runtime import Runtime
 
 TICK_LOCK = "tick"  # per machine: tick_lock(machine)
 CLOCK_CHECK_S = 1.0  # the longest the loop sleeps without looking at its clocks
+DRAIN_POLL_S = 1.0  # the queue is read between ticks and turn ends this often at most
+RUNS_READ_S = 0.25  # the runs the supervisor drives are read this often at most
+PATROL_EVENT_S = 60.0  # patrol (time-based) on an event tick: at most this often
+
+# Event types no pass acts on: the turn path's own records, claims and their credentials.
+# They wake the loop (one read) but no tick; a turn's end frees its slot through FREED.
+NOISE = frozenset(
+    {
+        "turn.output",
+        "turn.started",
+        "turn.finished",
+        "token.created",
+        "dispatch.enqueued",
+        "card.claimed",
+        "card.heartbeat",
+    }
+)
+FREED = "pool.freed"  # not an event: a turn of this pool ended, its slot is free
+# On an event tick a pass runs when some news is not in its skip set (an event type it
+# does not know always runs it); the periodic tick and a forced one run every pass.
+SKIP: dict[str, frozenset[str]] = {
+    "poll": frozenset({"report.added", "alert"}),
+    # a new card starts in backlog or todo: nothing for reviews, acceptance or epics yet
+    "workflow": frozenset({"card.created", "alert", "dispatch.deferred", "lane.created"}),
+    # landing and clean-up follow a card's end (a move), and lanes' own events
+    "lanes": frozenset(
+        {
+            "card.created",
+            "card.edited",
+            "report.added",
+            "comment.added",
+            "alert",
+            "dispatch.deferred",
+            "lane.created",
+            "card.released",
+            "card.fenced",
+            FREED,
+        }
+    ),
+    # time-based: the periodic tick, and an event tick at most every PATROL_EVENT_S
+    "patrol": frozenset(),
+}
 
 
 def tick_lock(machine: str) -> str:
@@ -126,19 +168,43 @@ class Ticker:
         self.waits_on_rows = False  # the last poll left a card waiting for a queue row to close
         self.next_due_ms = 0
         self._own = f"{rt.machine}:{os.getpid()}:{id(self)}"
+        self._following = False  # the notifier's cursor exists (made once per process)
+        self._patrolled = float("-inf")  # when patrol last ran (monotonic)
+
+    def wanted(self, news: set[str] | None) -> list[tuple[str, PassFn]]:
+        """The passes a tick runs: all of them, or (an event tick, ``news`` the event
+        types it was woken by) those some news is for."""
+        passes = registered_passes()
+        if news is None:
+            return passes
+        out = []
+        for name, fn in passes:
+            if name == "patrol":
+                if time.monotonic() - self._patrolled < PATROL_EVENT_S:
+                    continue
+            elif not news - SKIP.get(name, frozenset()):
+                continue
+            out.append((name, fn))
+        return out
 
     @property
     def holder(self) -> str:
         """Who holds this machine's tick lease: the instance's tick (fenced with it)."""
         return f"{self.rt.instance}/tick" if self.rt.instance else self._own
 
-    def tick(self, *, force: bool = False, dry_run: bool = False) -> TickResult:
+    def tick(
+        self, *, force: bool = False, dry_run: bool = False, news: set[str] | None = None
+    ) -> TickResult:
+        """One tick. ``news``: the event types that woke it (None: every pass runs)."""
         rt = self.rt
         started = time.perf_counter()
-        with rt.store.autocommit() as tx:
-            # read before the passes: whatever is logged after it is seen by the next tick
-            marks = tx.log_marks()
-            changed = self.last_marks is None or tx.log_changed(self.last_marks)
+        marks: tuple[EventCursor, EventCursor] | None = None
+        changed = bool(news)  # woken by news: the caller has read the log just now
+        if not changed:
+            with rt.store.autocommit() as tx:
+                # read before the passes: whatever is logged after it is seen by the next tick
+                marks = tx.log_marks()
+                changed = self.last_marks is None or tx.log_changed(self.last_marks)
         now = rt.now()
         if not force and not changed and now < self.next_due_ms:
             return TickResult("idle", "nothing changed", {}, (time.perf_counter() - started) * 1000)
@@ -155,21 +221,27 @@ class Ticker:
                 rt.log.warn("tick", note)
             if rt.instance:
                 instances.beat(tx, rt.instance, tick_started_at=tx.now())
-            notifier.ensure(tx, rt.machine)
-            shared = [n for n, _ in registered_passes() if n in cluster.CLUSTER_PASSES]
+            if not self._following:
+                notifier.ensure(tx, rt.machine)
+            passes = self.wanted(news)
+            shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES]
             runs, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
+        self._following = True
         results: dict[str, Any] = {}
         try:
-            for name, fn in registered_passes():
+            for name, fn in passes:
                 try:
                     if name in busy:
                         results[name] = {"skipped": f"running on {busy[name]}"}
                     else:
+                        if name == "patrol":
+                            self._patrolled = time.monotonic()
                         results[name] = fn(rt, False)
                 except Exception as exc:  # one failing pass never stops the others
                     rt.log.error("tick", f"{name} pass failed: {type(exc).__name__}: {exc}")
                     results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-            results["notify"] = self._notify()
+            if news is None or "alert" in news:  # alerts are logged as ``alert`` events
+                results["notify"] = self._notify()
         finally:
             with rt.store.write() as tx:
                 cluster.give_back(tx, rt, runs)
@@ -178,8 +250,10 @@ class Ticker:
                     instances.beat(tx, rt.instance, tick_started_at=None)
         # the marks read before the passes: a write that landed during them (an agent's
         # delivery, a finished turn) is still news for the next tick, never counted as seen
-        self.last_marks = marks
-        self.waits_on_rows = _waits_on_rows(results.get("poll"))
+        if marks is not None:
+            self.last_marks = marks
+        if "poll" in results:  # a tick that did not poll leaves the last poll's word
+            self.waits_on_rows = _waits_on_rows(results["poll"])
         self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
 
@@ -208,7 +282,7 @@ class Supervisor:
         self.runs: RunsClock | None = RunsClock(rt, self.pool) if drive_runs else None
         rt.pool_alive = lambda: not self.pool.stopping
         self.ticker = Ticker(rt)
-        self.wakeups = Broadcaster(rt.store, poll_s=rt.config.event_poll_ms / 1000)
+        self.wakeups = Broadcaster(rt.store, poll_s=rt.config.event_poll_ms / 1000, quiet=NOISE)
         self.stop_event = WakingEvent()
         self.stop_event.wakeups = self.wakeups
         self.pool.changed.wakeups = self.wakeups
@@ -230,6 +304,9 @@ class Supervisor:
         with rt.store.write() as tx:
             rt.instance = instances.register(tx, rt.machine, rt.config.time, {"pid": os.getpid()})
         rt.log.info("supervisor", "started", instance=rt.instance)
+        from laneboard.ops.table import by_name
+
+        by_name()  # the board socket's operation table, built once here, not on a turn
         notifier.start(rt)
         self.pool.recover()
         self.pool.settle_sessions()  # rows a crashed supervisor left claiming a process
@@ -281,7 +358,9 @@ class Supervisor:
         wake_at: float | None = 0.0  # tick at once on start
         debounce = rt.config.debounce_ms / 1000
         last_tick = float("-inf")  # when the last tick ended (monotonic)
-        freed = False  # a turn ended since the last tick
+        news: set[str] | None = None  # what the next tick is for (None: every pass)
+        last_drain = last_runs = float("-inf")
+        slot_freed = False  # a turn ended since the queue was last read
         self.wakeups.start()
         pulse = threading.Thread(target=self._pulse, name="laneboard-heartbeat", daemon=True)
         pulse.start()
@@ -291,11 +370,13 @@ class Supervisor:
             while not self.stop_event.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
+                seen = self.wakeups.generation  # a wake-up after this is looked at again
                 now = rt.now()
+                pinged = now >= next_ping
                 if now >= next_beat:
                     self._beat()
                     next_beat = now + t.pool_heartbeat * 1000
-                if now >= next_ping:
+                if pinged:
                     self.ping()
                     next_ping = now + t.ping_interval * 1000
                 for name, every_ms, fn in self.extra_clocks:
@@ -305,28 +386,45 @@ class Supervisor:
                         except Exception as exc:
                             rt.log.error("supervisor", f"{name} failed: {exc}")
                         next_extra[name] = now + every_ms
-                marks, moved = self._moved(marks)
+                marks, fresh = self._news(marks)
                 # a turn's end closes its queue row after its last event, so the log does
                 # not show the slot it frees: when the last poll left a card waiting for
-                # one, the tick it wakes runs its passes
-                freed = freed or self.pool.changed.is_set()
-                if (moved or freed) and wake_at is None:
-                    # the first write after a quiet spell ticks at once; a burst of writes
-                    # waits for the debounce after the tick before, and makes one tick
-                    wake_at = max(self.monotonic(), last_tick + debounce)
-                self.pool.changed.clear()
+                # one, the tick it wakes runs its passes (the queue is read again anyway)
+                if self.pool.changed.is_set():
+                    self.pool.changed.clear()
+                    slot_freed = True
+                    if fresh is not None and self.ticker.waits_on_rows:
+                        fresh = {*fresh, FREED}
+                if fresh is None or fresh:
+                    news = None if fresh is None or news is None else news | fresh
+                    if wake_at is None:
+                        # the first news after a quiet spell ticks at once; a burst waits
+                        # for the debounce after the tick before, and makes one tick
+                        wake_at = max(self.monotonic(), last_tick + debounce)
                 due = now >= self.ticker.next_due_ms
+                ticked = False
                 if due or (wake_at is not None and self.monotonic() >= wake_at):
-                    wake_at = None
-                    self.last_tick = self.ticker.tick(force=due or (freed and self.ticker.waits_on_rows))
-                    freed = False
+                    freed = news is None or FREED in news
+                    self.last_tick = self.ticker.tick(
+                        force=due or freed, news=None if due else news
+                    )
+                    wake_at, ticked = None, True
                     last_tick = self.monotonic()
                     if self.last_tick.state == "ran":
                         self.ticks += 1
-                if self.runs is not None:
+                        news = set()
+                    elif self.last_tick.state == "skipped":  # another tick holds the lease
+                        wake_at = last_tick + CLOCK_CHECK_S
+                if self.runs is not None and time.monotonic() - last_runs >= RUNS_READ_S:
+                    last_runs = time.monotonic()
                     self.runs()
-                self.pool.drain()
-                self._sleep(marks, wake_at, [next_beat, next_ping, *next_extra.values()])
+                # pending rows come from this process (a tick's poll, a turn's retry, a
+                # recovery) or, rarely, a one-off ``lb loop`` here: read after those
+                stale = time.monotonic() - last_drain >= DRAIN_POLL_S
+                if ticked or pinged or slot_freed or stale:
+                    last_drain, slot_freed = time.monotonic(), False
+                    self.pool.drain()
+                self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])
         finally:
             self.stop_event.set()  # ends the heartbeat thread too
             self.wakeups.close()
@@ -348,19 +446,18 @@ class Supervisor:
             except Exception as exc:  # the store is away: the next pulse tries again
                 self.rt.log.warn("supervisor", f"heartbeat failed: {type(exc).__name__}: {exc}")
 
-    def _moved(
+    def _news(
         self, marks: tuple[EventCursor, EventCursor]
-    ) -> tuple[tuple[EventCursor, EventCursor], bool]:
-        """The log's marks now, and whether anything was logged since ``marks``."""
+    ) -> tuple[tuple[EventCursor, EventCursor], set[str] | None]:
+        """The log's marks now and the types logged since ``marks`` that some pass acts
+        on (empty: nothing, or only ``NOISE``; None: too much to tell, every pass runs)."""
         with self.rt.store.autocommit() as tx:
-            if not tx.log_changed(marks):
-                return marks, False
-            return tx.log_marks(), True
+            marks, types = tx.log_news(marks)
+        return marks, None if types is None else types - NOISE
 
-    def _sleep(
-        self, marks: tuple[EventCursor, EventCursor], wake_at: float | None, clocks: list[int]
-    ) -> None:
-        """Until the next clock, the debounced tick, or a write after ``marks``."""
+    def _sleep(self, seen: int, wake_at: float | None, clocks: list[int]) -> None:
+        """Until the next clock, the debounced tick, or a wake-up after ``seen`` (a
+        write committed here, a NOTIFY, or the poll interval while nothing listens)."""
         if self.stop_event.is_set() or self.pool.changed.is_set():
             return
         now_ms = self.rt.now()
@@ -369,9 +466,8 @@ class Supervisor:
         if wake_at is not None:  # a tick is coming: only the clocks can come first
             self.stop_event.wait(min(left, max(0.0, wake_at - self.monotonic())))
             return
-        # the clocks are read again within CLOCK_CHECK_S (an injected clock may jump); the
-        # log itself is polled inside the wait only while no NOTIFY can wake it
-        self.wakeups.wait_changed(marks, min(left, CLOCK_CHECK_S))
+        # the clocks are read again within CLOCK_CHECK_S (an injected clock may jump)
+        self.wakeups.wait_wake(seen, min(left, CLOCK_CHECK_S))
 
     def shutdown(self) -> None:
         rt = self.rt

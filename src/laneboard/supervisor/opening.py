@@ -26,6 +26,7 @@ from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.brief import brief_path
 from laneboard.workspace.git import primary_checkout
+from laneboard.workspace.lanes import LaneAdmitter
 from laneboard.workspace.remote import checkout_of
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def open_turn(
     env = session_env(rt, card, role)
     box = session_sandbox(rt, card, kind, key, row.target_dir, env)
     carry(pool, row, card, role, kind, key)
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         rec = records.session_record(tx, kind, key)
     reason = str(row.payload.get("resume_reason") or "the card was handed back to you")
     detail = str(row.payload.get("resume_detail") or "")
@@ -69,7 +70,7 @@ def open_turn(
                 return session, prompts.resume(card, reason, detail), rec.id, False
             except AdapterError as exc:
                 why = str(exc)
-        with rt.store.read() as tx:
+        with rt.store.autocommit() as tx:
             turns = records.session_transcript(tx, rec.id, prompts.REPLAY_TURNS)
         session = adapter.open_session(row.target_dir, None, role, env, box)
         pool.remember(kind, key, card.id, session)
@@ -175,10 +176,13 @@ def session_sandbox(
     rt: Runtime, card: Card, kind: str, key: str, cwd: str, env: dict[str, str]
 ) -> Sandbox | None:
     """The sandbox the session's processes start in (None: the sandbox is off)."""
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:
         project = tx.project(id=card.project_id)
     path = checkout_of(project, rt.clones) if project else None  # a remote's: this machine's clone
-    checkout = primary_checkout(path) if path and os.path.isdir(path) else None
+    probe = (
+        rt.admitter.primary_checkout if isinstance(rt.admitter, LaneAdmitter) else primary_checkout
+    )  # the admitter remembers it for a couple of seconds: not two git runs per turn
+    checkout = probe(path) if path and os.path.isdir(path) else None
     return sandboxing.session_sandbox(
         rt.config,
         kind=kind,

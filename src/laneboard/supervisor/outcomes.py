@@ -79,7 +79,7 @@ def _after_turn(
     with pool.lock:
         reopened = row.id in pool.reopened
         pool.reopened.discard(row.id)
-    fresh = rt.board.get(card.id)
+    fresh = rt.card(card.id)
     delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
     if outcome == "interrupted" and not delivered:
         with rt.store.write() as tx:
@@ -98,7 +98,7 @@ def _after_turn(
     if outcome == "stopped" and not delivered:
         stopped(pool, row, card, rec_id, session)
         return
-    fresh = rt.board.get(card.id)
+    fresh = rt.card(card.id)
     if (
         outcome == "ok"
         and fresh.status is Status.IN_PROGRESS

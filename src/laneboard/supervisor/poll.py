@@ -84,18 +84,13 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         if not dry_run:
             no_resident(rt)
         return res
-    with rt.store.read() as tx:
+    with rt.store.autocommit() as tx:  # what every poll reads; most stop after it
         absent = tx.alert_row(f"no_resident|{rt.machine}") is not None
+        live = records.queue_rows(tx, machine=rt.machine)
+        projects = {p.id: p for p in tx.projects()}
     if absent and not dry_run:  # a pool runs again: the next absence is news
         with rt.store.write() as tx:
             clear_alert(tx, f"no_resident|{rt.machine}")
-    with rt.store.read() as tx:
-        live = records.queue_rows(tx, machine=rt.machine)
-        deferred = records.deferred_until(tx)
-        busy = records.active_card_ids(tx)
-        not_claiming = tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING))
-        not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
-        now = tx.now()
     per_project: dict[int, int] = {}
     for row in live:
         per_project[row.project_id] = per_project.get(row.project_id, 0) + 1
@@ -104,7 +99,6 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         res.waits_on_rows = True
         res.skipped = f"budget exhausted ({len(live)} live or queued of {cfg.max_concurrency})"
         return res
-    projects = {p.id: p for p in rt.board.projects()}
     cands = rt.board.candidates(
         assignees=list(rt.claim_set(projects.values())),
         include_unassigned=cfg.claim_unassigned,
@@ -113,6 +107,15 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         run_statuses=tuple(s.value for s in CLAIMING),
         limit=max(budget * 4, 20),
     )
+    if not cands:
+        return res
+    with rt.store.read() as tx:
+        deferred = records.deferred_until(tx)
+        busy = records.active_card_ids(tx)
+        not_claiming = tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING))
+        not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
+        now = tx.now()
+    caps: dict[int, int] = {}
     for cand in cands:
         card = cand.card
         if card.kind is CardKind.EPIC:
@@ -134,7 +137,9 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         if dispatch_backoff_ms(card, now) > 0:  # its agent could not be started: not yet
             res.deferred.append({"card": card.ref, "reason": "dispatch backoff", "counted": False})
             continue
-        if per_project.get(card.project_id, 0) >= project_cap(cfg, projects.get(card.project_id)):
+        if card.project_id not in caps:  # a project's settings are resolved once a pass
+            caps[card.project_id] = project_cap(cfg, projects.get(card.project_id))
+        if per_project.get(card.project_id, 0) >= caps[card.project_id]:
             res.waits_on_rows = True
             res.deferred.append({"card": card.ref, "reason": "project cap", "counted": False})
             continue
@@ -171,6 +176,8 @@ def _dispatch(
 ) -> bool:
     card = cand.card
     project = projects.get(card.project_id)
+    if _moved_since(rt, card):
+        return False  # claimed or changed meanwhile (another machine's poll): its event ticks
     try:
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
@@ -231,6 +238,14 @@ def _dispatch(
     res.claimed.append(card.ref)
     rt.log.info("poll", "claimed and enqueued", card=card.ref, role=role, kind=kind)
     return True
+
+
+def _moved_since(rt: Runtime, card: Card) -> bool:
+    """Whether the card changed since the candidates were read (one indexed read): its
+    admission (a lane, a brief) and a claim that would lose are then not worth making."""
+    with rt.store.autocommit() as tx:
+        fresh = tx.card(card.id)
+    return fresh is None or fresh.version != card.version
 
 
 def review_target_of(card: Card) -> int | None:

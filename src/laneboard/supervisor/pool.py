@@ -126,7 +126,11 @@ class Pool:
         if self.stopping:
             return 0
         rt = self.rt
-        with rt.store.read() as tx:
+        with self.lock:
+            room = rt.config.max_concurrency - len(self.running)
+        if room <= 0:
+            return 0  # a turn's end wakes the loop, which drains again
+        with rt.store.autocommit() as tx:
             pending = records.queue_rows(tx, machine=rt.machine, states=("pending",), limit=100)
         started = 0
         for row in pending:
@@ -171,13 +175,13 @@ class Pool:
     # -- one turn ----------------------------------------------------------------------------
     def _turn(self, row: QueueRow) -> None:
         rt = self.rt
-        card = rt.board.get(row.card_id)
+        card = rt.card(row.card_id)
         if card.status is not Status.IN_PROGRESS or card.claim_epoch != row.epoch:
             outcomes.finish_row(
                 self, row, "done", note=f"completed locally: card is {card.status.value}"
             )
             return
-        with rt.store.read() as tx:
+        with rt.store.autocommit() as tx:
             project = tx.project(id=card.project_id)
         role = rt.project_roles(project).get(row.role) or Role(row.role)
         role = boundary.with_checks(rt, role, card)
@@ -340,7 +344,7 @@ class Pool:
 
     def _before_turn(self, card: Card) -> tuple[str | None, boundary.Fingerprint | None, int]:
         """The user's checkout of the card's lane and its fingerprint, before a turn."""
-        with self.rt.store.read() as tx:
+        with self.rt.store.autocommit() as tx:
             lane = lanes.lane_for(tx, card.id, card.delivery_round)
             mark = tx.max_event_id()
         if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.repo):
@@ -349,7 +353,7 @@ class Pool:
 
         try:
             with LANDING:  # never the state half-way through a landing's merge
-                with self.rt.store.read() as tx:
+                with self.rt.store.autocommit() as tx:
                     mark = tx.max_event_id()
                 return lane.repo, boundary.fingerprint(lane.repo), mark
         except GitError as exc:
@@ -459,7 +463,7 @@ class Pool:
                 with self.lock:
                     ids = sorted(r.turn_id for r in self.running.values() if r.turn_id)
                 try:
-                    with self.rt.store.read() as tx:
+                    with self.rt.store.autocommit() as tx:
                         self._stops = tx.stop_requests(ids)
                 except Exception as exc:  # a failed read must not end the watchdog
                     self.rt.log.warn("pool", f"could not read the stop requests: {exc}")
@@ -559,7 +563,7 @@ class Pool:
             idle = [lv for lv in self.live.values() if not lv.busy]
         if not idle:
             return 0
-        with self.rt.store.read() as tx:
+        with self.rt.store.autocommit() as tx:
             ended = {lv.card_id for lv in idle if _terminal(tx.card(lv.card_id))}
         old = [
             lv

@@ -235,12 +235,8 @@ def save_session(
         "pid": pid,
     }
     if existing is None:
-        tx.insert_session(agent_kind, lane_key, values)
-    else:
-        tx.update_session(existing.id, values)
-    rec = session_record(tx, agent_kind, lane_key)
-    assert rec is not None
-    return rec
+        return _srec(tx.insert_session(agent_kind, lane_key, values))
+    return _srec(tx.update_session(existing.id, values))
 
 
 def set_session_state(tx: Tx, rec_id: int, state: str, pid: int | None = None) -> None:

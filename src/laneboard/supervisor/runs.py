@@ -204,7 +204,7 @@ class RunsClock:
 
     def __call__(self) -> None:
         try:
-            with self.rt.store.read() as tx:
+            with self.rt.store.autocommit() as tx:  # one statement
                 rows = tx.ticked_run_rows([s.value for s in TICKED])
         except Exception as exc:  # the store is failing: the next turn of the loop retries
             self.rt.log.error("runs", f"runs not read: {type(exc).__name__}: {exc}")

@@ -12,8 +12,9 @@ from laneboard.board.service import Board
 from laneboard.config import SupervisorConfig
 from laneboard.domain.claims import ClaimWindows
 from laneboard.domain.clock import Clock
-from laneboard.domain.model import Actor, Project, system
+from laneboard.domain.model import Actor, Card, Project, system
 from laneboard.domain.roles import Role
+from laneboard.errors import not_found
 from laneboard.store import Store
 from laneboard.supervisor.logs import LogFile
 from laneboard.workspace.admit import Admitter
@@ -73,6 +74,14 @@ class Runtime:
 
     def now(self) -> int:
         return self.store.clock.now_ms()
+
+    def card(self, card_id: int) -> Card:
+        """A card read on its own (one statement, no transaction), as ``Board.get``."""
+        with self.store.autocommit() as tx:
+            card = tx.card(card_id)
+        if card is None:
+            raise not_found("card", card_id, "list cards with: lb card list")
+        return card
 
     def project_roles(self, project: Project | None) -> dict[str, Role]:
         """The roles for cards of ``project``: its ``.laneboard/roles/`` first, then ours."""

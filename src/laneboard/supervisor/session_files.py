@@ -16,13 +16,10 @@ import re
 import shutil
 from typing import TYPE_CHECKING
 
-from laneboard.domain.status import TERMINAL
-from laneboard.errors import LaneboardError
-from laneboard.store import boundary_sql
-
 if TYPE_CHECKING:
     from laneboard.supervisor.runtime import Runtime
 
+CHUNK = 500  # card references looked up per statement
 LANES = "(?:worker|reviewer)"
 REF = r"(?P<ref>[A-Za-z][A-Za-z0-9_]*-\d+)"
 PATTERNS = {
@@ -51,18 +48,17 @@ def session_files(state_dir: str) -> dict[str, list[str]]:
 
 def prune(rt: Runtime) -> list[str]:
     """Remove the session files of cards that ended; returns the references pruned."""
+    files = session_files(rt.config.state_path())
+    if not files:
+        return []
     pruned = []
-    for ref, paths in session_files(rt.config.state_path()).items():
-        try:
-            card = rt.board.get(ref)
-        except LaneboardError:
-            continue  # not a card of this board: someone else's files
-        if card.status not in TERMINAL:
-            continue
-        with rt.store.read() as tx:
-            if boundary_sql.queued_rows(tx, card.id):
-                continue
-        for path in paths:
+    refs = sorted(files)
+    ended: list[str] = []
+    with rt.store.autocommit() as tx:  # a reference of no card here: someone else's files
+        for at in range(0, len(refs), CHUNK):
+            ended += tx.ended_unqueued_refs(refs[at : at + CHUNK])
+    for ref in ended:
+        for path in files[ref]:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -27,7 +27,7 @@ def steer_followups(rt: Runtime, card: Card, session: Any, sink: TranscriptSink)
     if not isinstance(session, Steerable):
         return 0
     try:
-        with rt.store.read() as tx:
+        with rt.store.autocommit() as tx:
             if not tx.pending_followups(card.id):
                 return 0
         with rt.store.write() as tx:  # held while steering: no turn start takes them twice

@@ -102,7 +102,7 @@ class TranscriptSink:
 def stop_requested(rt: Runtime, turn_id: int) -> str | None:
     """Who asked to stop the turn (``lb card stop``), or ``None``."""
     try:
-        with rt.store.read() as tx:
+        with rt.store.autocommit() as tx:
             return tx.stop_requested(turn_id)
     except Exception as exc:  # a failed read must not end the watchdog
         rt.log.warn("pool", f"could not read the turn's stop request: {exc}")

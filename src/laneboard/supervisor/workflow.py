@@ -188,6 +188,9 @@ class Plan:
 def read_snapshot(rt: Runtime) -> Snapshot:
     limit = rt.config.board_limit
     reviewer = rt.config.reviewer_roles[0] if rt.config.reviewer_roles else None
+    with rt.store.autocommit() as tx:  # most passes find nothing: one statement, no BEGIN
+        if not _work_cards(tx, 1):
+            return Snapshot(tx.now(), {}, False, reviewer=reviewer)
     with rt.store.read() as tx:
         main = _work_cards(tx, limit + 1)
         snap = Snapshot(tx.now(), {}, len(main) > limit, reviewer=reviewer)

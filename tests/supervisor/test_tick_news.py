@@ -1,0 +1,148 @@
+"""The loop reads what was logged, not only that something was: the turn path's own
+records wake no tick, and an event tick runs the passes its news is for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from laneboard.board.service import Board
+from laneboard.domain.model import human, system
+from laneboard.store import Store, open_store
+from laneboard.supervisor import loop
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.runtime import Runtime
+
+from .helpers import RealNowClock, config
+
+
+def _log(store: Store, *types: str) -> None:
+    with store.write() as tx:
+        for t in types:
+            tx.append_event(t, system("test"), payload={})
+
+
+def test_log_news_names_the_types_logged_since_the_marks(store_url: str) -> None:
+    store, other = open_store(store_url), open_store(store_url)
+    try:
+        with store.autocommit() as tx:
+            marks = tx.log_marks()
+        _log(store, "turn.output", "card.created")
+        _log(other, "report.added")  # another connection, as another process writes
+        with store.autocommit() as tx:
+            later, types = tx.log_news(marks)
+            assert types == {"turn.output", "card.created", "report.added"}
+        _log(other, "card.moved")
+        with store.autocommit() as tx:
+            _, types = tx.log_news(later)
+        # an event not yet settled at ``later`` (an older transaction elsewhere still
+        # open, on PostgreSQL) may be named again, never one missed
+        assert types is not None and "card.moved" in types
+        assert types <= {"card.moved", "turn.output", "card.created", "report.added"}
+    finally:
+        store.close()
+        other.close()
+
+
+def test_log_news_that_is_too_long_to_tell_says_so(store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        with store.autocommit() as tx:
+            marks = tx.log_marks()
+        _log(store, "a.x", "b.x", "c.x")
+        with store.autocommit() as tx:
+            head, types = tx.log_news(marks, limit=2)
+            assert types is None
+            assert head == tx.log_marks()
+    finally:
+        store.close()
+
+
+def _runtime(store_url: str, tmp_path: Path) -> Runtime:
+    store = open_store(store_url, RealNowClock())
+    Board(store).add_project(human(), "N", path=str(tmp_path))
+    return Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+
+
+def test_the_turn_paths_own_records_wake_no_tick(store_url: str, tmp_path: Path) -> None:
+    rt = _runtime(store_url, tmp_path)
+    sup = loop.Supervisor(rt)
+    try:
+        with rt.store.autocommit() as tx:
+            marks = tx.log_marks()
+        _log(rt.store, "turn.started", "turn.output", "token.created", "card.claimed")
+        # on PostgreSQL an event that was not settled yet when the marks were read (an
+        # older transaction of another process still open) may be named again: never missed
+        again = {"project.added"}
+        marks, news = sup._news(marks)
+        assert news is not None and news <= again  # read, and nothing for a pass
+        _log(rt.store, "turn.output", "card.created")
+        marks, news = sup._news(marks)
+        assert news is not None and "card.created" in news and news <= {"card.created", *again}
+    finally:
+        rt.store.close()
+
+
+def _names(passes: list[tuple[str, loop.PassFn]]) -> list[str]:
+    return [name for name, _ in passes]
+
+
+def test_an_event_tick_runs_the_passes_its_news_is_for(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = _runtime(sqlite_store_url, tmp_path)
+    try:
+        ticker = loop.Ticker(rt)
+        every = _names(loop.registered_passes())
+        assert _names(ticker.wanted(None)) == every
+        # patrol is time-based: the first event tick runs it, then once a minute at most
+        assert _names(ticker.wanted({"report.added"})) == ["patrol", "workflow"]
+        got = ticker.tick(news={"report.added"})
+        assert got.state == "ran"
+        assert set(got.passes) == {"patrol", "workflow"}  # and no alert: no notifier
+        assert _names(ticker.wanted({"card.moved"})) == ["workflow", "lanes", "poll"]
+        assert _names(ticker.wanted({loop.FREED})) == ["workflow", "poll"]
+        assert _names(ticker.wanted({"some.new_type"})) == ["workflow", "lanes", "poll"]
+        assert _names(ticker.wanted({"card.created"})) == ["poll"]
+        got = ticker.tick(news={"alert"})
+        assert set(got.passes) == {"notify"}
+        got = ticker.tick(force=True)  # the periodic tick (or lb loop tick): every pass
+        assert set(got.passes) == {*every, "notify"}
+        monkeypatch.setattr(loop, "PATROL_EVENT_S", 0.0)
+        assert "patrol" in _names(ticker.wanted({"report.added"}))
+    finally:
+        rt.store.close()
+
+
+def test_a_write_announces_its_event_types_and_a_quiet_listener_skips_noise(
+    store_url: str,
+) -> None:
+    """On PostgreSQL the NOTIFY of a write names its events' types; the supervisor's
+    broadcaster is not woken by one that names only the turn path's own records."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    import psycopg
+
+    from laneboard.store.notify import Broadcaster
+    from laneboard.store.postgres import PostgresStore
+
+    store = open_store(store_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        with psycopg.connect(store.url, autocommit=True) as raw:
+            raw.execute(f'LISTEN "{store.notify_channel()}"')
+            _log(store, "turn.output", "card.created", "turn.output")
+            _log(store, "turn.output")
+            got = [n.payload for n in raw.notifies(timeout=5, stop_after=2)]
+        assert got == ["card.created,turn.output", "turn.output"]
+        quiet = Broadcaster(store, quiet=loop.NOISE)
+        assert quiet._ignored("turn.output")
+        assert quiet._ignored("token.created,turn.started")
+        assert not quiet._ignored("card.created,turn.output")
+        assert not quiet._ignored("")  # a write that could not name its types wakes
+        assert not Broadcaster(store)._ignored("turn.output")
+    finally:
+        store.close()
