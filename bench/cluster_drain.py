@@ -17,6 +17,7 @@ Never fails on time; exits non-zero only if a card was claimed twice or left und
 procrastinate is a benchmark-only dependency (the ``dev`` extra).
 
     python bench/cluster_drain.py [--quick] [--cards N] [--rounds N] [--scripted N]
+        [--part all|drain|supervisors]
 """
 
 from __future__ import annotations
@@ -291,6 +292,30 @@ def supervisors_round(cards: int) -> tuple[float, float, int]:
     return cards / elapsed, cpu * 1000 / cards, problems
 
 
+def drain_part(count: int, rounds: int) -> int:
+    """The service-call drain against procrastinate; returns the problems found."""
+    rates: dict[str, list[float]] = {"board": [], "queue": []}
+    cpus: dict[str, list[float]] = {"board": [], "queue": []}
+    problems = 0
+    for _ in range(rounds):
+        for kind in ("board", "queue"):
+            rate, cpu, bad = one_round(kind, count)
+            rates[kind].append(rate)
+            cpus[kind].append(cpu)
+            problems += bad
+    board, queue = (statistics.median(rates[k]) for k in ("board", "queue"))
+    board_cpu, queue_cpu = (statistics.median(cpus[k]) for k in ("board", "queue"))
+    ratio = statistics.median(b / q for b, q in zip(rates["board"], rates["queue"], strict=True))
+    print(
+        f"drain  items={count} workers={WORKERS} rounds={rounds}  "
+        f"board {board:7.1f} cards/s ({board_cpu:.1f} ms client CPU/card)  "
+        f"procrastinate {queue:7.1f} jobs/s ({queue_cpu:.1f} ms/job)  "
+        f"ratio {ratio:.2f} (median of {rounds} pair ratios; goal >= 1.0)  "
+        f"problems {problems}"
+    )
+    return problems
+
+
 def pg_reachable() -> bool:
     try:
         import psycopg
@@ -307,6 +332,12 @@ def main() -> int:
     ap.add_argument("--cards", type=int, default=0, help="cards (and jobs) per round")
     ap.add_argument("--rounds", type=int, default=2, help="alternations of board and queue")
     ap.add_argument("--scripted", type=int, default=0, help="cards for the 3 supervisors")
+    ap.add_argument(
+        "--part",
+        choices=["all", "drain", "supervisors"],
+        default="all",
+        help="run only the service-call drain or only the supervisors",
+    )
     args = ap.parse_args()
     if not pg_reachable():
         print("postgres: not reachable at LANEBOARD_TEST_PG; skipped")
@@ -316,26 +347,11 @@ def main() -> int:
     except ImportError:
         print("procrastinate is not installed (pip install -e '.[dev]'); skipped")
         return 0
-    count = args.cards or (400 if args.quick else 5000)
-    rates: dict[str, list[float]] = {"board": [], "queue": []}
-    cpus: dict[str, list[float]] = {"board": [], "queue": []}
     problems = 0
-    for _ in range(args.rounds):
-        for kind in ("board", "queue"):
-            rate, cpu, bad = one_round(kind, count)
-            rates[kind].append(rate)
-            cpus[kind].append(cpu)
-            problems += bad
-    board, queue = (statistics.median(rates[k]) for k in ("board", "queue"))
-    board_cpu, queue_cpu = (statistics.median(cpus[k]) for k in ("board", "queue"))
-    ratio = statistics.median(b / q for b, q in zip(rates["board"], rates["queue"], strict=True))
-    print(
-        f"drain  items={count} workers={WORKERS} rounds={args.rounds}  "
-        f"board {board:7.1f} cards/s ({board_cpu:.1f} ms client CPU/card)  "
-        f"procrastinate {queue:7.1f} jobs/s ({queue_cpu:.1f} ms/job)  "
-        f"ratio {ratio:.2f} (median of {args.rounds} pair ratios; goal >= 1.0)  "
-        f"problems {problems}"
-    )
+    if args.part != "supervisors":
+        problems += drain_part(args.cards or (400 if args.quick else 5000), args.rounds)
+    if args.part == "drain":
+        return 1 if problems else 0
     n = args.scripted or (60 if args.quick else 1000)
     rate, cpu_ms, bad = supervisors_round(n)
     problems += bad

@@ -142,10 +142,9 @@ class ClaimsMixin(BoardBase):
         if project is not None:
             with self.store.autocommit() as tx:
                 pid = self._project(tx, project).id
-        if self.store.dialect == "postgresql":
-            got = self._claim_ranked(actor, who, wanted, include_unassigned, pid, session_id)
-            if got is not None:
-                return got
+        got = self._claim_ranked(actor, who, wanted, include_unassigned, pid, session_id)
+        if got is not None:
+            return got
         for _ in range(CLAIM_NEXT_ROUNDS):
             with self.store.autocommit() as tx:
                 ids = self._next_ids(tx, actor, who, wanted, include_unassigned, pid)
@@ -201,17 +200,27 @@ class ClaimsMixin(BoardBase):
         project_id: int | None,
         session_id: str | None,
     ) -> Card | None:
-        """The common case of ``claim_next`` on PostgreSQL: one statement that ranks the
-        ready cards, claims the first free one and writes its event (one round trip).
+        """The common case of ``claim_next``: one statement ranks the ready cards from
+        the ``claim_rank`` index and claims the first free one. On PostgreSQL the same
+        statement writes the event (one round trip, no explicit transaction); on SQLite
+        the event follows it under the write lock.
 
-        None when it claimed nothing: a waited-on card (fan-out is weighed in Python),
-        every candidate taken or locked, or nothing ready; ``claim_next``'s rounds then
-        find out which.
+        None when it claimed nothing: a waited-on card (fan-out is weighed in Python), a
+        card stamped after this clock, every candidate taken or locked, or nothing ready;
+        ``claim_next``'s rounds then find out which.
         """
         claim_set = self._claim_set(actor, who, wanted, include_unassigned, project_id)
         if claim_set is None:
             return None
         kind = actor.kind.value
+        if self.store.dialect != "postgresql":
+            with self.store.write() as tx:
+                got = tx.claim_ranked(
+                    claim_set, who, kind, session_id, bypass_assignee=actor.is_human
+                )
+                if got is not None:
+                    self._after_claim(tx, actor, got, who)
+            return rows.card(got, dep_ids(got["deps"])) if got is not None else None
         row = ranked_claim_with_event(
             self.store,
             claim_set,

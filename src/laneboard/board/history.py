@@ -8,9 +8,19 @@ from typing import Any
 from laneboard.board import authority, inputs
 from laneboard.board.base import BoardBase
 from laneboard.domain.cursor import EventCursor, parse_cursor
-from laneboard.domain.model import Actor, Comment, CommentKind, Event, Evidence, Report, parse_enum
+from laneboard.domain.model import (
+    Actor,
+    Card,
+    Comment,
+    CommentKind,
+    Event,
+    Evidence,
+    Report,
+    parse_enum,
+)
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError, bad_input, not_found
+from laneboard.store.cas_sql import report_with_event
 from laneboard.store.tx import Tx
 
 
@@ -82,26 +92,23 @@ class HistoryMixin(BoardBase):
         ev = [e if isinstance(e, Evidence) else _evidence(e) for e in evidence]
         if verdict is not None and verdict not in ("APPROVE", "REJECT"):
             raise bad_input(f"verdict {verdict!r} is not valid", "use APPROVE or REJECT")
+        items = [e.to_dict() for e in ev]
+        if self.store.dialect == "postgresql":
+            # checked on a read outside any transaction, written on the version read
+            # (one statement); a card that moved on meanwhile takes the locked path
+            with self.store.autocommit() as tx:
+                card = self._card(tx, ref)
+            rnd = self._report_round(actor, card, verdict, round_)
+            payload = {"round": rnd, "evidence": len(ev), "verdict": verdict}
+            rep = report_with_event(
+                self.store, card, rnd, (body, commit, items, verdict), actor, payload
+            )
+            if rep is not None:
+                return rep
         with self.store.write() as tx:
             card = self._card(tx, ref, lock=True)
-            self._may_write(actor, card)
-            self._fence(actor, card)
-            authority.check_verdict(actor, card, verdict)
-            rnd = round_ if round_ is not None else card.delivery_round
-            if rnd != card.delivery_round:
-                raise bad_input(
-                    f"round {rnd} is not {card.ref}'s round ({card.delivery_round})",
-                    "report on the current round",
-                )
-            if card.terminal:
-                raise LaneboardError(
-                    "ILLEGAL_TRANSITION",
-                    f"{card.ref} is {card.status.value}",
-                    "terminal cards take no reports",
-                )
-            rep = tx.upsert_report(
-                card.id, rnd, body, commit, [e.to_dict() for e in ev], verdict, actor
-            )
+            rnd = self._report_round(actor, card, verdict, round_)
+            rep = tx.upsert_report(card.id, rnd, body, commit, items, verdict, actor)
             tx.append_event(
                 "report.added",
                 actor,
@@ -111,6 +118,27 @@ class HistoryMixin(BoardBase):
                 payload={"round": rnd, "evidence": len(ev), "verdict": verdict},
             )
             return rep
+
+    def _report_round(
+        self, actor: Actor, card: Card, verdict: str | None, round_: int | None
+    ) -> int:
+        """The round a report on ``card`` is for, once the caller may write it there."""
+        self._may_write(actor, card)
+        self._fence(actor, card)
+        authority.check_verdict(actor, card, verdict)
+        rnd = round_ if round_ is not None else card.delivery_round
+        if rnd != card.delivery_round:
+            raise bad_input(
+                f"round {rnd} is not {card.ref}'s round ({card.delivery_round})",
+                "report on the current round",
+            )
+        if card.terminal:
+            raise LaneboardError(
+                "ILLEGAL_TRANSITION",
+                f"{card.ref} is {card.status.value}",
+                "terminal cards take no reports",
+            )
+        return rnd
 
     def reports(self, ref: str | int) -> list[Report]:
         with self.store.read() as tx:

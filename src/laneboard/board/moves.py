@@ -10,7 +10,9 @@ from laneboard.board.base import BoardBase
 from laneboard.domain import acceptance as authority
 from laneboard.domain.model import AWAITING_REASONS, Actor, ActorKind, Card, CommentKind, Evidence
 from laneboard.domain.status import TERMINAL, TRANSITIONS, Status, check_transition, parse_status
-from laneboard.errors import LaneboardError, bad_input
+from laneboard.errors import LaneboardError, bad_input, not_found
+from laneboard.store import rows
+from laneboard.store.cas_sql import save_with_event
 from laneboard.store.tx import Tx
 
 TRANSITIONS_TO_BLOCKED = frozenset(s for s, dst in TRANSITIONS.items() if Status.BLOCKED in dst)
@@ -70,6 +72,11 @@ class MovesMixin(BoardBase):
                 )
             question = inputs.text(question or "", "question", limit=20_000, multiline=True)
         gated = self._run_gates(actor, ref, dst, idempotency_key)
+        plain = dst is not Status.AWAITING and not note and not (dst is Status.BLOCKED and reason)
+        if plain and gated is None and idempotency_key is None:
+            moved = self._move_probed(actor, ref, dst, reason)
+            if moved is not None:
+                return moved
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -111,6 +118,37 @@ class MovesMixin(BoardBase):
                     idempotency_key, "move", card.id, {"card_id": card.id, "status": dst.value}
                 )
             return new
+
+    def _move_probed(
+        self, actor: Actor, ref: str | int, dst: Status, reason: str | None
+    ) -> Card | None:
+        """A plain move (no note, question, gate or idempotency key) checked on a read of
+        the card outside any transaction, then written on the version read, with its
+        event (``cas_sql.save_with_event``): refusing on that read is refusing at that instant,
+        and the version the write requires proves the card is still the one checked.
+        None: the card moved on meanwhile (the locked path then decides)."""
+        r = inputs.card_ref(ref)
+        with self.store.autocommit() as tx:
+            got = tx.card_reported(r)
+            if got is None:
+                raise not_found("card", ref, "list cards with: lb card list")
+            card, reported = got
+            self._close_rule_first(actor, card, dst)
+            self._may_write(actor, card)
+            self._fence(actor, card)
+            check_transition(card.status, dst)
+            fields = self._move_fields(tx, actor, card, dst, reported=reported)
+        payload = {
+            "ref": card.ref,
+            "from": card.status.value,
+            "to": dst.value,
+            "reason": reason,
+            "round": card.delivery_round,
+        }
+        row = save_with_event(
+            self.store, card.id, card.version, fields, ("card.moved", actor, payload)
+        )
+        return rows.card(row, card.depends_on) if row is not None else None
 
     @staticmethod
     def _close_rule_first(actor: Actor, card: Card, dst: Status) -> None:
@@ -182,12 +220,20 @@ class MovesMixin(BoardBase):
             extra["merge_commit"] = merge
         return extra
 
-    def _move_fields(self, tx: Tx, actor: Actor, card: Card, dst: Status) -> dict[str, Any]:
+    def _move_fields(
+        self, tx: Tx, actor: Actor, card: Card, dst: Status, *, reported: bool | None = None
+    ) -> dict[str, Any]:
+        """The fields a move writes; ``reported``: whether the card's round has a report,
+        when already read (else it is read here, if the move needs it)."""
         fields: dict[str, Any] = {"status": dst.value, "status_since": tx.now()}
         if (
             dst is Status.IN_REVIEW
             and card.status is Status.IN_PROGRESS
-            and tx.report(card.id, card.delivery_round) is None
+            and not (
+                reported
+                if reported is not None
+                else tx.report(card.id, card.delivery_round) is not None
+            )
         ):
             raise LaneboardError(
                 "REPORT_REQUIRED",

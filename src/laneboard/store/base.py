@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from laneboard.domain.clock import Clock, SystemClock
 from laneboard.errors import LaneboardError
-from laneboard.store.migrations import all_migrations, for_dialect, latest
+from laneboard.store.migrations import all_migrations, for_dialect
 from laneboard.store.schema import MIGRATIONS_TABLE
 
 if TYPE_CHECKING:
@@ -162,11 +162,14 @@ class Store(abc.ABC):
             for hook in list(self._commit_hooks):
                 hook(last)
 
-    def write_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def write_statement(
+        self, sql: str, params: Sequence[Any] = (), *, types: str = ""
+    ) -> list[Row]:
         """One write statement as its own transaction; returns its rows.
 
         A statement that writes an event returns it as the ``event_xid`` and ``event_id``
-        columns of its rows: the commit announces it as ``write()`` does.
+        columns of its rows: the commit announces it as ``write()`` does (``types``: the
+        written events' types, comma-separated, for the announcement; '' when unknown).
         """
         with self._transaction(True) as conn:
             got = conn.execute(sql, params)
@@ -256,10 +259,18 @@ class Store(abc.ABC):
             rows = conn.execute("SELECT max(version) AS v FROM schema_migrations")
         return int(rows[0]["v"] or 0)
 
+    def applied_versions(self) -> set[int]:
+        """The versions of the migrations this board has applied."""
+        with self._transaction(False) as conn:
+            rows = conn.execute("SELECT version FROM schema_migrations")
+        return {int(r["version"]) for r in rows}
+
     def ensure_schema(self) -> None:
+        """Apply the migrations this board lacks: one numbered below the newest applied
+        (added later in a gap of the numbering) counts as well as a newer one."""
         try:
-            current = self.schema_version()
+            applied = self.applied_versions()
         except Exception:
-            current = 0
-        if current < latest():
+            applied = set()
+        if any(m.version not in applied for m in all_migrations()):
             self.migrate()

@@ -51,10 +51,14 @@ def _ready_key(r: Row) -> ReadyKey:
     )
 
 
+def review_of(pg: bool) -> str:
+    """The row's ``meta.review_of`` (NULL when unset or JSON null)."""
+    return "(meta::jsonb ->> 'review_of')" if pg else "json_extract(meta, '$.review_of')"
+
+
 def review_column(pg: bool) -> str:
     """1 for a review card (``meta.review_of`` set and not null), else 0, as ``review``."""
-    got = "(meta::jsonb ->> 'review_of')" if pg else "json_extract(meta, '$.review_of')"
-    return f"CASE WHEN {got} IS NOT NULL THEN 1 ELSE 0 END AS review"
+    return f"CASE WHEN {review_of(pg)} IS NOT NULL THEN 1 ELSE 0 END AS review"
 
 
 # ``domain.weights`` order without fan-out, as an ascending integer key over the columns
@@ -75,11 +79,11 @@ def ready_rank_params(review_aging_min: int) -> list[int]:
 
 
 @cache
-def card_columns() -> str:
+def card_columns(alias: str = "cards") -> str:
     """Every column of ``cards``, named: a statement that names them may be prepared."""
     from laneboard.store.migrations import declared
 
-    return ", ".join(f"cards.{c.name}" for c in declared()["cards"].columns)
+    return ", ".join(f"{alias}.{c.name}" for c in declared()["cards"].columns)
 
 
 def deps_column(pg: bool) -> str:
@@ -128,7 +132,9 @@ def cas_parts(
         "status = 'in_progress', holder = ?, holder_kind = ?, "
         "session_id = ?, claimed_at = ?, heartbeat_at = ?, claim_epoch = claim_epoch + 1, "
         "version = version + 1, updated_at = ?, assignee = coalesce(assignee, ?), "
-        "status_since = CASE WHEN status = 'in_progress' THEN status_since ELSE ? END"
+        "status_since = CASE WHEN status = 'in_progress' THEN status_since ELSE ? END, "
+        "claim_rank = CASE WHEN status = 'in_progress' OR claim_rank IS NULL THEN claim_rank "
+        "WHEN ? < created_at THEN NULL ELSE 2 * ? + created_at END"
     )
     claimable = (
         f"(status = 'todo' AND (assignee IS NULL OR assignee = ? OR ? = 1) AND NOT {NOT_READY})"
@@ -136,7 +142,7 @@ def cas_parts(
         "(heartbeat_at IS NULL OR heartbeat_at <= ?))"
         " OR (status = 'in_progress' AND coalesce(heartbeat_at, status_since) <= ?)"
     )
-    set_params = (holder, holder_kind, session_id, now, now, now, holder, now)
+    set_params = (holder, holder_kind, session_id, now, now, now, holder, now, now, now)
     where_params = (
         holder,
         1 if bypass_assignee else 0,
@@ -173,10 +179,11 @@ def claim_with_event(
         f"RETURNING {card_columns()}), "
         "e AS (INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
         "payload) SELECT ?, ?, c.id, c.project_id, c.run_id, ?, ?, ? FROM c RETURNING id, xid) "
-        "SELECT c.*, e.id AS event_id, e.xid AS event_xid FROM c CROSS JOIN e"
+        f"SELECT {card_columns('c')}, e.id AS event_id, e.xid AS event_xid "
+        "FROM c CROSS JOIN e"
     )
     params = (*set_params, probe["id"], probe["version"], *where_params, *event)
-    got = store.write_statement(sql, params)
+    got = store.write_statement(sql, params, types="card.claimed")
     if not got:
         return None
     row = got[0]
@@ -221,6 +228,14 @@ def claim_next_update(
     return _claim_picked(pg, now, pick, pick_params, holder, holder_kind, session_id)
 
 
+# a claimed ``todo`` card's new ``claim_rank`` (its status time is the claim's), as
+# ``claim_rank`` computes it: still NULL for a card weighed in full
+PICKED_RANK = (
+    "claim_rank = CASE WHEN claim_rank IS NULL OR ? < created_at THEN NULL "
+    "ELSE 2 * ? + created_at END"
+)
+
+
 def _claim_picked(
     pg: bool,
     now: int,
@@ -235,9 +250,22 @@ def _claim_picked(
         "UPDATE cards SET status = 'in_progress', holder = ?, holder_kind = ?, "
         "session_id = ?, claimed_at = ?, heartbeat_at = ?, claim_epoch = claim_epoch + 1, "
         "version = version + 1, updated_at = ?, assignee = coalesce(assignee, ?), "
-        f"status_since = ? WHERE id = ({pick}) RETURNING {card_columns()}, {deps_column(pg)}"
+        f"status_since = ?, {PICKED_RANK} "
+        f"WHERE id = ({pick}) RETURNING {card_columns()}, {deps_column(pg)}"
     )
-    return sql, [holder, holder_kind, session_id, now, now, now, holder, now, *pick_params]
+    return sql, [
+        holder,
+        holder_kind,
+        session_id,
+        now,
+        now,
+        now,
+        holder,
+        now,
+        now,
+        now,
+        *pick_params,
+    ]
 
 
 def ready_window(
@@ -296,7 +324,62 @@ class ClaimSet(NamedTuple):
     review_aging_min: int  # the ``review_aging`` limit that presses on the order
 
 
+# no ``todo`` card is waited on by an open card (fan-out is weighed in Python) and none
+# is stamped after the reader's clock (the weight's clamp would reorder it): the two
+# conditions under which ``claim_rank`` orders ranked cards exactly (one parameter: now)
+RANK_HOLDS = (
+    "NOT EXISTS (SELECT 1 FROM links l JOIN cards d ON d.id = l.depends_on "
+    "JOIN cards w ON w.id = l.card_id "
+    "WHERE d.status = 'todo' AND w.status NOT IN ('done', 'canceled')) "
+    "AND coalesce((SELECT max(status_since) FROM cards WHERE status = 'todo'), 0) <= ?"
+)
+
+
+def ranked_sql(pg: bool, now: int, claim_set: ClaimSet, n: int) -> tuple[str, list[Any]] | None:
+    """The ids of the heaviest ``n`` ready cards of a claim set, in
+    ``domain.weights`` order, or no row when ``RANK_HOLDS`` does not (None: the claim
+    set is empty).
+
+    The ranked cards (``claim_rank`` set) are read from ``cards_claim_rank`` in weight
+    order, only the first ``n`` of them; the others (review cards, whose SLA pressure
+    grows with time, and cards stamped before their creation) are all read and weighed
+    in full. The heaviest of the two sets together are the heaviest of all.
+    """
+    who = ["assignee IN (" + ",".join("?" * len(claim_set.assignees)) + ")"]
+    if not claim_set.assignees:
+        who = []
+    if claim_set.unassigned:
+        who.append("assignee IS NULL")
+    if not who:
+        return None
+    pid = claim_set.project_id
+    where = f"status = 'todo' AND ({' OR '.join(who)})" + (
+        " AND project_id = ?" if pid is not None else ""
+    )
+    base = [*claim_set.assignees, *([pid] if pid is not None else [])]
+    keys = "id, priority, status_since, created_at"
+    ranked = (
+        f"SELECT {keys}, 0 AS review FROM cards WHERE {where} AND claim_rank IS NOT NULL "
+        f"AND NOT {NOT_READY} ORDER BY priority, claim_rank, id LIMIT ?"
+    )
+    weighed = (
+        f"SELECT {keys}, {review_column(pg)} FROM cards WHERE {where} "
+        f"AND claim_rank IS NULL AND NOT {NOT_READY}"
+    )
+    cols = f"{keys}, review"  # named, not ``*``: the statement may then be prepared
+    sql = (
+        f"SELECT k.id FROM (SELECT {cols}, "
+        "CASE WHEN status_since < ? THEN status_since ELSE ? END AS since, "
+        "CASE WHEN created_at < ? THEN ? - created_at ELSE 0 END AS aged "
+        f"FROM (SELECT {cols} FROM ({ranked}) r UNION ALL SELECT {cols} FROM ({weighed}) o) u "
+        f"WHERE {RANK_HOLDS}) k ORDER BY priority, {READY_RANK}, id LIMIT ?"
+    )
+    params = [now, now, now, now, *base, n, *base, now]
+    return sql, [*params, *ready_rank_params(claim_set.review_aging_min), n]
+
+
 def ranked_claim(
+    pg: bool,
     now: int,
     claim_set: ClaimSet,
     holder: str,
@@ -304,37 +387,29 @@ def ranked_claim(
     session_id: str | None,
     bypass_assignee: bool,
 ) -> tuple[str, list[Any]] | None:
-    """The ``claim --next`` statement that ranks the ready cards itself and claims the
-    first free one of the heaviest ``claim_set.pick``, returning the card (PostgreSQL).
+    """The ``claim --next`` statement: claim the first free card of ``ranked_sql``,
+    returning the card.
 
-    It claims nothing when a card of the window is waited on (its fan-out is weighed in
-    Python, by ``claim_next``), when nothing is ready, or when every candidate is taken
-    or held by another transaction (the pick skips locked rows). None: the claim set is
-    empty.
+    On PostgreSQL the ranked ids are read once, as one array in their order, and each
+    candidate is then one primary-key probe that skips rows locked by other writes
+    (``FOR UPDATE`` cannot lock the rows of a union itself); on
+    SQLite the statement runs under the write lock, so the first ranked card is free.
+    It claims nothing when ``RANK_HOLDS`` does not hold, when nothing is ready, or (on
+    PostgreSQL) when every candidate is taken or locked. None: the claim set is empty.
     """
-    first = ready_first_sql(
-        True,
-        now,
-        claim_set.pick,
-        claim_set.assignees,
-        claim_set.unassigned,
-        claim_set.project_id,
-        claim_set.limit,
-        claim_set.review_aging_min,
-    )
+    first = ranked_sql(pg, now, claim_set, claim_set.pick if pg else 1)
     if first is None:
         return None
-    # the ranked ids, once, as one array in their order; each candidate is then one
-    # primary-key probe, whatever the planner's statistics say
-    pick = (
-        "WITH ranked AS MATERIALIZED (SELECT ARRAY("
-        f"SELECT f.id FROM ({first[0]}) f WHERE f.any_waited = 0) AS ids) "
-        "SELECT id FROM cards WHERE id = ANY((SELECT ids FROM ranked)::bigint[]) "
-        f"AND {PICK_RULE} ORDER BY array_position((SELECT ids FROM ranked), id) LIMIT 1 "
-        "FOR UPDATE SKIP LOCKED"
-    )
-    params = [*first[1], holder, 1 if bypass_assignee else 0]
-    return _claim_picked(True, now, pick, params, holder, holder_kind, session_id)
+    if pg:
+        pick = (
+            f"SELECT cards.id FROM unnest(ARRAY({first[0]})) WITH ORDINALITY AS u (id, ord) "
+            f"JOIN cards ON cards.id = u.id WHERE {PICK_RULE} ORDER BY u.ord LIMIT 1 "
+            "FOR UPDATE OF cards SKIP LOCKED"
+        )
+        params = [*first[1], holder, 1 if bypass_assignee else 0]
+    else:  # every ranked card is claimable by the caller (``ClaimSet``) and none is locked
+        pick, params = first
+    return _claim_picked(pg, now, pick, params, holder, holder_kind, session_id)
 
 
 def ranked_claim_with_event(
@@ -355,6 +430,7 @@ def ranked_claim_with_event(
     commit together. None: nothing was claimed (``claim_next`` finds out why).
     """
     got = ranked_claim(
+        True,
         store.clock.now_ms(),
         claim_set,
         holder,
@@ -370,9 +446,10 @@ def ranked_claim_with_event(
         "payload) SELECT ?, 'card.claimed', c.id, c.project_id, c.run_id, ?, ?, "
         "?::text || c.claim_epoch::text || ?::text || to_json(c.ref)::text || ?::text "
         "FROM c RETURNING id, xid) "
-        "SELECT c.*, e.id AS event_id, e.xid AS event_xid FROM c CROSS JOIN e"
+        f"SELECT {card_columns('c')}, c.deps, e.id AS event_id, e.xid AS event_xid "
+        "FROM c CROSS JOIN e"
     )
-    rows = store.write_statement(sql, [*got[1], *event, *payload])
+    rows = store.write_statement(sql, [*got[1], *event, *payload], types="card.claimed")
     if not rows:
         return None
     row = rows[0]
@@ -507,6 +584,25 @@ class ClaimQueries(Queries):
             self.pg, self.now(), ids, holder, holder_kind, session_id, bypass_assignee, skip_locked
         )
         row = self.one(sql, params)
+        if row is not None:
+            row["prev_status"], row["prev_holder"] = "todo", None
+        return row
+
+    def claim_ranked(
+        self,
+        claim_set: ClaimSet,
+        holder: str,
+        holder_kind: str,
+        session_id: str | None,
+        *,
+        bypass_assignee: bool = False,
+    ) -> Row | None:
+        """``ranked_claim`` in this transaction (SQLite: under the write lock). The row
+        carries ``deps``; None: it claimed nothing (``claim_next`` finds out why)."""
+        got = ranked_claim(
+            self.pg, self.now(), claim_set, holder, holder_kind, session_id, bypass_assignee
+        )
+        row = self.one(*got) if got is not None else None
         if row is not None:
             row["prev_status"], row["prev_holder"] = "todo", None
         return row

@@ -21,15 +21,6 @@ CHANNEL_PREFIX = "laneboard:"
 _STAR = re.compile(r"(?:\bSELECT|\bRETURNING|,)\s+(?:\w+\.)?\*")
 
 
-# the session setting by which a pipelined write says, before its COMMIT, whether its
-# transaction wrote anything (it has a transaction id); the wake-up after it reads it
-_WROTE = "laneboard.wrote"
-_WROTE_MARK = (
-    f"SELECT set_config('{_WROTE}', "
-    "CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN '' ELSE 'y' END, false)"
-)
-
-
 def channel_for(schema: str) -> str:
     """The NOTIFY channel of the board in ``schema`` (channels are per database)."""
     name = CHANNEL_PREFIX + schema
@@ -138,15 +129,20 @@ class PostgresStore(Store):
             raise
         self._release(raw)
 
-    def write_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """One write statement as its own transaction, and its wake-up, in one round trip.
+    def write_statement(
+        self, sql: str, params: Sequence[Any] = (), *, types: str = ""
+    ) -> list[Row]:
+        """One write statement as its own transaction, and its wake-up.
 
-        ``BEGIN``, the statement, ``COMMIT`` and the notification are pipelined (sent
-        together, one synchronisation), so the statement keeps its server-side prepared
-        plan (psycopg prepares a statement it has run a few times). The notification runs
-        after the commit, in its own transaction (as ``_commit`` explains), and only when
-        the statement's transaction wrote something: a statement that changed nothing
-        (a claim that found no card) wakes nobody.
+        The statement runs in autocommit: on its own it is one transaction, committed
+        before the call returns, with no ``BEGIN`` or ``COMMIT`` to send and its
+        server-side prepared plan kept (psycopg prepares a statement it has run a few
+        times). It returns rows exactly when it wrote (the contract of its callers: a
+        claim, a move, a report), and only then is the board's channel notified with
+        ``types``, after the commit and in its own tiny transaction (as ``_commit``
+        explains): a claim that found no card wakes nobody. The wake-up is best effort
+        once the write has committed (followers also poll): a failure to send
+        it never turns a committed claim into an error.
         """
         import psycopg
 
@@ -155,28 +151,31 @@ class PostgresStore(Store):
         raw = self._acquire()
         text, prepare = _convert(sql)
         try:
-            with raw.pipeline():
-                raw.execute("BEGIN", prepare=False)
-                cur = raw.execute(text, scrub_params(sql, params), prepare=prepare)
-                raw.execute(_WROTE_MARK, prepare=False)
-                raw.execute("COMMIT", prepare=False)
-                raw.execute(self._notify_if_wrote(raw), prepare=False)
+            cur = raw.execute(text, scrub_params(sql, params), prepare=prepare)
             got: list[Row] = cur.fetchall() if cur.pgresult and cur.pgresult.nfields else []
         except psycopg.OperationalError:
             self._release(raw, broken=True)
             raise
-        except BaseException as exc:
-            self._rollback(raw)
-            if isinstance(exc, psycopg.errors.IntegrityError):
-                raise IntegrityError(str(exc)) from exc
+        except psycopg.errors.IntegrityError as exc:
+            self._release(raw, broken=raw.closed or raw.broken)
+            raise IntegrityError(str(exc)) from exc
+        except BaseException:
+            self._release(raw, broken=raw.closed or raw.broken)
             raise
+        if got:
+            try:
+                raw.execute(self._notify_sql(raw, types))
+            except psycopg.Error:
+                self._release(raw, broken=True)
+                self._announce(event_of(got))
+                return got
         self._release(raw)
         self._announce(event_of(got))
         return got
 
-    def _notify_if_wrote(self, raw: Any) -> str:
-        channel = quote_literal(self._channel_of(raw))
-        return f"SELECT pg_notify({channel}, '') WHERE current_setting('{_WROTE}', true) = 'y'"
+    def _notify_sql(self, raw: Any, types: str) -> str:
+        """The wake-up of a write whose events have ``types`` ('' when not known)."""
+        return f"SELECT pg_notify({quote_literal(self._channel_of(raw))}, {quote_literal(types)})"
 
     def _rollback(self, raw: Any) -> None:
         try:
@@ -197,8 +196,7 @@ class PostgresStore(Store):
         parts = [self._events_sql(raw, conn.events)] if conn.events else []
         parts.append("COMMIT")
         if conn.notify:
-            channel, types = quote_literal(self._channel_of(raw)), quote_literal(_types_of(conn))
-            parts.append(f"SELECT pg_notify({channel}, {types})")
+            parts.append(self._notify_sql(raw, _types_of(conn)))
         cur = raw.execute("; ".join(parts), prepare=False)
         if conn.events:  # the first result holds the written events' positions
             from laneboard.domain.cursor import EventCursor

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from laneboard.domain.model import Actor, Card, Comment, Project, Report
 from laneboard.store import rows
 from laneboard.store.base import Conn, Row
+from laneboard.store.cas_sql import JSON_CARD_COLUMNS, card_update_sql, claim_rank
 from laneboard.store.claim_sql import NOT_READY, ClaimQueries, card_columns, deps_column
 from laneboard.store.claim_sql import claim_probe as claim_probe
 from laneboard.store.claim_sql import claim_probe_sql as claim_probe_sql
@@ -59,7 +60,6 @@ CARD_COLUMNS = (
     "created_at",
     "updated_at",
 )
-JSON_CARD_COLUMNS = frozenset({"labels", "acceptance", "checks", "allowed_paths", "meta"})
 
 
 class Tx(
@@ -164,9 +164,10 @@ class Tx(
     # -- cards ---------------------------------------------------------------------
     def insert_card(self, values: dict[str, Any]) -> int:
         vals = [dumps(values[c]) if c in JSON_CARD_COLUMNS else values[c] for c in CARD_COLUMNS]
+        vals.append(claim_rank(values["meta"], values["status_since"], values["created_at"]))
         row = self.one(
-            f"INSERT INTO cards ({', '.join(CARD_COLUMNS)}) VALUES "
-            f"({', '.join('?' * len(CARD_COLUMNS))}) RETURNING id",
+            f"INSERT INTO cards ({', '.join(CARD_COLUMNS)}, claim_rank) VALUES "
+            f"({', '.join('?' * (len(CARD_COLUMNS) + 1))}) RETURNING id",
             vals,
         )
         assert row is not None
@@ -185,6 +186,18 @@ class Tx(
             sql += " FOR UPDATE OF cards"
         r = self.one(sql, (value,))
         return rows.card(r, rows.dep_ids(r["deps"])) if r else None
+
+    def card_reported(self, ref: int | str) -> tuple[Card, bool] | None:
+        """A card (by id or ref) and whether its current round has a report, in one
+        statement."""
+        sql = (
+            f"SELECT {card_columns()}, {deps_column(self.pg)}, CASE WHEN EXISTS "
+            "(SELECT 1 FROM reports WHERE reports.card_id = cards.id "
+            "AND reports.round = cards.delivery_round) THEN 1 ELSE 0 END AS reported "
+            f"FROM cards WHERE {'id' if isinstance(ref, int) else 'ref'} = ?"
+        )
+        r = self.one(sql, (ref,))
+        return (rows.card(r, rows.dep_ids(r["deps"])), bool(r["reported"])) if r else None
 
     def card_id_exists(self, card_id: int) -> int | None:
         got = self.scalar("SELECT id FROM cards WHERE id = ?", (card_id,))
@@ -206,15 +219,8 @@ class Tx(
         self, card_id: int, version: int, fields: dict[str, Any]
     ) -> Row | None:
         """``update_card`` that returns the updated row (None: the version moved on)."""
-        cols = list(fields)
-        vals = [dumps(fields[c]) if c in JSON_CARD_COLUMNS else fields[c] for c in cols]
-        sets = ", ".join(f"{c} = ?" for c in cols)
-        sep = ", " if sets else ""
-        return self.one(
-            f"UPDATE cards SET {sets}{sep}version = version + 1, updated_at = ? "
-            f"WHERE id = ? AND version = ? RETURNING {card_columns()}",
-            [*vals, self.now(), card_id, version],
-        )
+        sql, params = card_update_sql(self.pg, card_id, version, fields, self.now())
+        return self.one(f"{sql} RETURNING {card_columns()}", params)
 
     def list_cards(
         self,

@@ -1,0 +1,187 @@
+"""``claim --next`` ranks from ``cards.claim_rank``: the index order is the domain order.
+
+The statement reads only the first few ranked cards of the index, weighs the unranked
+ones (review cards) in full, and gives way to the Python ranking when fan-out or a card
+stamped after the reader's clock is in play. Boards larger than what it reads, clocks
+that disagree and every write that moves a card's status time must all leave the drain
+in exactly ``domain.weights`` order; a migration added in a gap of the numbering is
+applied to a board made before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from laneboard.board.claims import CLAIM_NEXT_PICK
+from laneboard.board.service import Board
+from laneboard.domain import deps, weights
+from laneboard.domain.clock import MINUTE_MS, FakeClock
+from laneboard.domain.model import agent, human
+from laneboard.errors import LaneboardError
+from laneboard.store import Store, open_store
+from laneboard.store.cas_sql import save_with_event
+
+ME = human("alice")
+
+
+def _domain_order(store: Store, pid: int) -> list[int]:
+    with store.read() as tx:
+        now = tx.now()
+        ready = tx.ready_cards(project_id=pid, limit=10_000)
+        fan = deps.downstream_counts(tx.open_dependents(), [c.id for c in ready])
+    sla = {c.id: s for c in ready if (s := weights.card_sla_clock(c, now))}
+    return [w.card.id for w in weights.order(ready, now, fan, sla)]
+
+
+def _drain(board: Board, key: str) -> list[int]:
+    got = []
+    while True:
+        try:
+            got.append(board.claim_next(ME, include_unassigned=True, project=key).id)
+        except LaneboardError as err:
+            assert err.code == "NOTHING_READY"
+            return got
+
+
+def _ranks(store: Store) -> list[dict[str, object]]:
+    with store.read() as tx:
+        return tx.all("SELECT id, meta, status_since, created_at, claim_rank FROM cards")
+
+
+def _rank_holds(store: Store) -> None:
+    """A ranked card's ``claim_rank`` is exactly its order key; review cards are unranked."""
+    import json
+
+    for r in _ranks(store):
+        review = json.loads(str(r["meta"])).get("review_of") is not None
+        if r["claim_rank"] is not None:
+            assert not review, r
+            assert r["claim_rank"] == 2 * int(str(r["status_since"])) + int(str(r["created_at"]))
+
+
+def test_a_drain_deeper_than_the_ranked_read_follows_the_domain_order(store_url: str) -> None:
+    clock = FakeClock()
+    store = open_store(store_url, clock)
+    try:
+        board = Board(store)
+        pid = board.add_project(ME, "P").id
+        orig = board.create_card(ME, "P", "work", status="backlog")
+        made = []
+        gaps = itertools.cycle([0, 1, 7 * MINUTE_MS, 3, MINUTE_MS])
+        for i in range(3 * CLAIM_NEXT_PICK):
+            clock.advance(next(gaps))
+            meta = {"review_of": orig.id} if i % 9 == 4 else None
+            made.append(board.create_card(ME, "P", f"c{i}", priority=1 + i % 2, meta=meta))
+        for c in made[::5]:  # their time in status starts again, later
+            board.move(ME, c.ref, "backlog")
+            clock.advance(2 * MINUTE_MS)
+            board.move(ME, c.ref, "todo")
+        clock.advance(50 * MINUTE_MS)
+        _rank_holds(store)
+        expected = _domain_order(store, pid)
+        assert len(expected) == len(made)
+        assert _drain(board, "P") == expected
+        _rank_holds(store)
+    finally:
+        store.close()
+
+
+def test_a_card_stamped_ahead_of_the_readers_clock_is_weighed_as_the_domain_does(
+    store_url: str,
+) -> None:
+    """Another machine's clock runs ahead: the card it moved has no time in status yet
+    for this one, so its age alone puts it first, whatever its stored rank says."""
+    t0 = 1_767_225_600_000
+    clock, ahead = FakeClock(t0), FakeClock(t0 + 100 * MINUTE_MS)
+    store, other = open_store(store_url, clock), open_store(store_url, ahead)
+    try:
+        board = Board(store)
+        pid = board.add_project(ME, "P").id
+        old = board.create_card(ME, "P", "old")
+        clock.advance(50 * MINUTE_MS)
+        young = [board.create_card(ME, "P", f"y{i}").id for i in range(CLAIM_NEXT_PICK + 2)]
+        Board(other).move(ME, old.ref, "backlog")
+        Board(other).move(ME, old.ref, "todo")
+        clock.advance(10 * MINUTE_MS)
+        expected = _domain_order(store, pid)
+        assert expected[0] == old.id and sorted(expected[1:]) == young
+        assert _drain(board, "P") == expected
+    finally:
+        store.close()
+        other.close()
+
+
+def test_every_write_of_a_status_time_or_meta_keeps_the_rank(store_url: str) -> None:
+    clock = FakeClock()
+    store = open_store(store_url, clock)
+    try:
+        board = Board(store)
+        board.add_project(ME, "P")
+        orig = board.create_card(ME, "P", "work", status="backlog")
+        a = board.create_card(ME, "P", "a")
+        b = board.create_card(ME, "P", "b", meta={"review_of": orig.id})
+        worker = agent("w")
+        for step in range(3):
+            clock.advance(MINUTE_MS)
+            board.claim(worker, a.ref)
+            board.report(worker, a.ref, f"round {step}")
+            board.move(worker, a.ref, "in_review")
+            board.move(ME, a.ref, "in_progress")
+            board.move(ME, a.ref, "todo")
+            board.edit(ME, b.ref, meta={"note": step})
+            _rank_holds(store)
+        board.edit(ME, a.ref, meta={"review_of": orig.id})
+        board.edit(ME, b.ref, meta={"review_of": None})
+        ranks = {int(str(r["id"])): r["claim_rank"] for r in _ranks(store)}
+        assert ranks[a.id] is None and ranks[b.id] is not None
+        _rank_holds(store)
+    finally:
+        store.close()
+
+
+def test_a_write_on_a_stale_version_writes_nothing(store: Store, board: Board) -> None:
+    board.add_project(ME, "P")
+    card = board.create_card(ME, "P", "a")
+    board.edit(ME, card.ref, title="moved on")
+    with store.read() as tx:
+        events = tx.max_event_id()
+    got = save_with_event(
+        store, card.id, card.version, {"title": "late"}, ("card.edited", ME, {"fields": []})
+    )
+    assert got is None
+    assert board.get(card.ref).title == "moved on"
+    with store.read() as tx:
+        assert tx.max_event_id() == events
+
+
+RANK_DDL = (
+    "DROP INDEX cards_claim_rank",
+    "DROP INDEX cards_status_unranked",
+    "DROP INDEX cards_status_since",
+    "ALTER TABLE cards DROP COLUMN claim_rank",
+    "DELETE FROM schema_migrations WHERE version = 150",
+)
+
+
+@pytest.mark.parametrize("review", [False, True])
+def test_a_migration_numbered_below_the_newest_is_applied(store_url: str, review: bool) -> None:
+    """A board made before migration 150 (but after 170) gets it when next opened."""
+    store = open_store(store_url, FakeClock())
+    board = Board(store)
+    board.add_project(ME, "P")
+    orig = board.create_card(ME, "P", "work", status="backlog")
+    card = board.create_card(ME, "P", "a", meta={"review_of": orig.id} if review else None)
+    with store.write() as tx:
+        for sql in RANK_DDL:
+            tx.run(sql)
+    store.close()
+    store = open_store(store_url, FakeClock())
+    try:
+        assert 150 in store.applied_versions()
+        rank = {int(str(r["id"])): r["claim_rank"] for r in _ranks(store)}[card.id]
+        assert (rank is None) is review
+        _rank_holds(store)
+    finally:
+        store.close()
