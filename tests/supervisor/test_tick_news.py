@@ -146,3 +146,32 @@ def test_a_write_announces_its_event_types_and_a_quiet_listener_skips_noise(
         assert not Broadcaster(store)._ignored("turn.output")
     finally:
         store.close()
+
+
+def test_a_local_write_of_noise_wakes_no_quiet_broadcaster(store_url: str) -> None:
+    """In process too: a write whose events are all the turn path's own records does not
+    wake the supervisor's loop (on PostgreSQL, where the commit knows every event it
+    writes); any other write, and every write on SQLite, does."""
+    from laneboard.store.notify import Broadcaster
+
+    store = open_store(store_url)
+    heard: list[frozenset[str] | None] = []
+
+    def hook(_cursor: object, types: frozenset[str] | None) -> None:
+        heard.append(types)
+
+    store.add_typed_commit_hook(hook)
+    b = Broadcaster(store, listen=False, quiet=loop.NOISE).start()
+    try:
+        seen = b.generation
+        _log(store, "turn.output", "turn.started")
+        pg = store.dialect == "postgresql"
+        assert heard == [frozenset({"turn.output", "turn.started"}) if pg else None]
+        assert (b.generation == seen) is pg
+        seen = b.generation
+        _log(store, "turn.output", "card.created")
+        assert b.generation != seen
+    finally:
+        b.close()
+        store.remove_typed_commit_hook(hook)
+        store.close()

@@ -85,6 +85,8 @@ class Store(abc.ABC):
         self._all: list[Any] = []
         self._pid = os.getpid()
         self._commit_hooks: list[Callable[[EventCursor], None]] = []
+        # hooks that also hear the write's event types (None: not known)
+        self._typed_hooks: list[Callable[[EventCursor, frozenset[str] | None], None]] = []
 
     # -- backend hooks -------------------------------------------------------------
     @abc.abstractmethod
@@ -154,13 +156,17 @@ class Store(abc.ABC):
             conn.events = tx.take_pending_events()
             conn.flushed = tx._last_event is not None
             conn.notify = bool(conn.events) or conn.flushed
-        self._announce(conn.committed_last or tx._last_event)
+        types = None if conn.flushed else frozenset(str(v[1]) for v in conn.events)
+        self._announce(conn.committed_last or tx._last_event, types)
 
-    def _announce(self, last: EventCursor | None) -> None:
-        """Run the commit hooks for a write whose last event is at ``last`` (None: no event)."""
+    def _announce(self, last: EventCursor | None, types: frozenset[str] | None = None) -> None:
+        """Run the commit hooks for a write whose last event is at ``last`` (None: no event);
+        ``types``: its events' types, for the typed hooks (None: not known)."""
         if last is not None:
             for hook in list(self._commit_hooks):
                 hook(last)
+            for typed in list(self._typed_hooks):
+                typed(last, types)
 
     def write_statement(
         self, sql: str, params: Sequence[Any] = (), *, types: str = ""
@@ -186,6 +192,21 @@ class Store(abc.ABC):
         with self._plock:
             if hook in self._commit_hooks:
                 self._commit_hooks.remove(hook)
+
+    def add_typed_commit_hook(
+        self, hook: Callable[[EventCursor, frozenset[str] | None], None]
+    ) -> None:
+        """``add_commit_hook``, for a hook that is also told the write's event types
+        (None when some were written before the commit, as every write on SQLite does)."""
+        with self._plock:
+            self._typed_hooks.append(hook)
+
+    def remove_typed_commit_hook(
+        self, hook: Callable[[EventCursor, frozenset[str] | None], None]
+    ) -> None:
+        with self._plock:
+            if hook in self._typed_hooks:
+                self._typed_hooks.remove(hook)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:

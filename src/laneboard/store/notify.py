@@ -3,7 +3,8 @@
 Three sources wake every waiter, and a woken waiter then reads the log itself, so a
 spurious wake-up costs one index probe and a missed one at most one poll interval:
 
-* a write committed through this process's ``Store`` (a commit hook; both backends);
+* a write committed through this process's ``Store`` (a commit hook; both backends; one
+  whose events are all ``quiet`` types, when the store can tell, wakes nobody);
 * on PostgreSQL, a ``NOTIFY`` from any process writing to the same board: every write
   that appends events announces its last event's cursor on the board's channel right
   after it commits (``PostgresStore._commit``), naming its events' types when it can; a
@@ -64,7 +65,7 @@ class Broadcaster:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> Broadcaster:
-        self.store.add_commit_hook(self._on_commit)
+        self.store.add_typed_commit_hook(self._on_commit)
         if self._listen and self._thread is None:
             self._thread = threading.Thread(
                 target=self._listen_loop, name="laneboard-listen", daemon=True
@@ -73,7 +74,7 @@ class Broadcaster:
         return self
 
     def close(self) -> None:
-        self.store.remove_commit_hook(self._on_commit)
+        self.store.remove_typed_commit_hook(self._on_commit)
         self._stop.set()
         self.wake()
         if self._thread is not None:
@@ -165,8 +166,9 @@ class Broadcaster:
             finally:
                 self._waiting -= 1
 
-    def _on_commit(self, _cursor: EventCursor) -> None:
-        self.wake()
+    def _on_commit(self, _cursor: EventCursor, types: frozenset[str] | None) -> None:
+        if not (self.quiet and types and types <= self.quiet):  # as ``_ignored``, in process
+            self.wake()
 
     # -- the PostgreSQL listener -------------------------------------------------------
     def _listen_loop(self) -> None:
