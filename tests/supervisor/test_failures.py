@@ -21,7 +21,7 @@ from laneboard.domain.roles import Role
 from laneboard.domain.timecontract import TimeContract
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
-from laneboard.supervisor import instances, loop, records
+from laneboard.supervisor import instances, loop, patrol, records
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -218,7 +218,7 @@ def test_overlapping_ticks_skip_and_never_claim_twice(store_url: str, tmp_path: 
         gate.set()
         t.join(30)
     finally:
-        loop.PASSES.pop("patrol", None)
+        loop.PASSES["patrol"] = patrol.patrol_pass  # registered again for later tests
     assert second.state == "skipped" and "lock held" in second.reason
     assert results[0].state == "ran" and len(results[0].passes["poll"]["claimed"]) == 6
     claims = [e for e in board.events(limit=1000) if e.type == "card.claimed"]
