@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_kit import KINDS, BoardSetup, Kind
+from agent_kit import KINDS, BoardSetup, Kind, rerun_codex_once
 from model_server import ModelServer
 
 from laneboard.board.service import Board
@@ -15,6 +15,10 @@ from laneboard.domain.clock import SystemClock
 from laneboard.domain.model import agent, human
 from laneboard.store import open_store
 from laneboard.supervisor import board_socket
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rerun_codex_once(items)
 
 
 @pytest.fixture(params=KINDS)
