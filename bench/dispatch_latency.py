@@ -9,7 +9,7 @@ ready for its prompt), and to the agent's first line of work (a timestamp the sc
 agent writes as its first step, after reading its card with ``lb card get``). Prints p50
 and p95 of both and the median of the per-pair ratios of the first-step times (goal: the
 sandbox adds <= 10 % to p50, and p50 <= 1 s). Then, on PostgreSQL, two supervisors (two
-machine names) share one board and each card is created by a third process's store: the
+machine names, each with its own state directory, as two machines have) share one board and each card is created by a third process's store: the
 wake-up crosses processes through NOTIFY; p50 and p95 of card created -> agent process
 started are printed against the cluster goal (p50 <= 150 ms, p95 <= 400 ms), with the
 first-step times beside them. A benchmark: it never fails on time.
@@ -122,8 +122,9 @@ def across_two(n: int) -> list[tuple[float, float]] | None:
     try:
         with tempfile.TemporaryDirectory(prefix="lb-latency-pg-") as tmp:
             off = {"sandbox": "off", "sandbox_reason": "the baseline"}
-            a = start("a", Path(tmp), url, **off)
-            b = start("b", Path(tmp), url, **off)
+            # two machines: each supervisor its own state directory (and board socket)
+            a = start("a", Path(tmp) / "a", url, **off)
+            b = start("b", Path(tmp) / "b", url, **off)
             try:
                 for i in range(n):
                     latency = a.dispatch(1000 + i)  # a's store writes; either may run it
