@@ -334,3 +334,42 @@ def test_a_machines_lane_is_cleaned_by_it_after_another_machine_landed_it(
     refs = subprocess.run(["git", "-C", str(bare), "for-each-ref", "refs/heads/lane/"],
                           capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert refs == "", "the lane branch is deleted from the remote too"
+
+
+def test_a_machines_lane_record_is_not_swept_by_another_machine(
+    store: Store, tmp_path: Path
+) -> None:
+    """Every machine sweeps lane records whose tree and branch are gone. Another machine's
+    clone at the same path has neither of a's lane, so only a may judge a's record."""
+    from laneboard.workspace.land import sweep_lanes
+
+    bare, _ = bare_remote(tmp_path)
+    root = tmp_path / "state" / "clones"  # the one path every machine uses
+    board = install(Board(store), clones=str(root))
+    board.add_project(ME, "P", remote=str(bare))
+    mine = board.create_card(ME, "P", "a's card", acceptance_mode="off")
+    LaneAdmitter(board, clones=str(root), fetch_within_s=0, machine="a").admit(
+        mine, board.project("P")
+    )
+    (root / "P").rename(tmp_path / "a-clone")  # machine a's disk, out of b's sight
+    other = board.create_card(ME, "P", "b's card", acceptance_mode="off")
+    LaneAdmitter(board, clones=str(root), fetch_within_s=0, machine="b").admit(
+        other, board.project("P")
+    )
+    assert sweep_lanes(store, clones=str(root), machine="b") == []
+    with store.read() as tx:
+        assert lane_for(tx, mine.id, 1) is not None, "b dropped a's lane record"
+    # on machine a, once its lane's tree and branch are gone, the record goes
+    shutil.rmtree(root / "P")
+    (tmp_path / "a-clone").rename(root / "P")
+    with store.read() as tx:
+        rec = lane_for(tx, mine.id, 1)
+    assert rec is not None
+    shutil.rmtree(rec.path)
+    git(root / "P", "worktree", "prune")
+    subprocess.run(["git", "-C", str(root / "P"), "branch", "-D", rec.branch],
+                   capture_output=True, check=False)  # fmt: skip
+    assert not git(root / "P", "branch", "--list", rec.branch)
+    assert len(sweep_lanes(store, clones=str(root), machine="a")) == 1
+    with store.read() as tx:
+        assert lane_for(tx, mine.id, 1) is None

@@ -103,9 +103,11 @@ def test_an_event_tick_runs_the_passes_its_news_is_for(
         got = ticker.tick(news={"report.added"})
         assert got.state == "ran"
         assert set(got.passes) == {"patrol", "workflow"}  # and no alert: no notifier
-        assert _names(ticker.wanted({"card.moved"})) == ["workflow", "lanes", "poll"]
+        assert _names(ticker.wanted({"card.moved"})) == ["workflow", "lanes", "cleanup", "poll"]
         assert _names(ticker.wanted({loop.FREED})) == ["workflow", "poll"]
-        assert _names(ticker.wanted({"some.new_type"})) == ["workflow", "lanes", "poll"]
+        assert _names(ticker.wanted({"some.new_type"})) == [
+            "workflow", "lanes", "cleanup", "poll"
+        ]  # fmt: skip
         assert _names(ticker.wanted({"card.created"})) == ["poll"]
         got = ticker.tick(news={"alert"})
         assert set(got.passes) == {"notify"}
@@ -175,3 +177,24 @@ def test_a_local_write_of_noise_wakes_no_quiet_broadcaster(store_url: str) -> No
         b.close()
         store.remove_typed_commit_hook(hook)
         store.close()
+
+
+def test_every_machine_cleans_its_own_lanes_while_another_runs_the_cluster_passes(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Landing closed cards is once per cluster; cleaning lanes and pruning session files
+    is each machine's own work (a lane in a clone is only its machine's), so it runs on a
+    supervisor that holds none of the cluster's passes."""
+    from laneboard.supervisor import cluster
+
+    assert "cleanup" not in cluster.CLUSTER_PASSES and "lanes" in cluster.CLUSTER_PASSES
+    rt = _runtime(sqlite_store_url, tmp_path)
+    try:
+        others = {name: "b" for name in cluster.CLUSTER_PASSES}
+        monkeypatch.setattr(cluster, "take", lambda tx, rt, names: ({}, others))
+        got = loop.Ticker(rt).tick(force=True)
+        assert got.passes["lanes"] == {"skipped": "running on b"}
+        assert got.passes["workflow"] == {"skipped": "running on b"}
+        assert set(got.passes["cleanup"]) == {"cleaned", "swept", "pruned"}
+    finally:
+        rt.store.close()

@@ -83,6 +83,7 @@ SKIP: dict[str, frozenset[str]] = {
     # time-based: the periodic tick, and an event tick at most every PATROL_EVENT_S
     "patrol": frozenset(),
 }
+SKIP["cleanup"] = SKIP["lanes"]  # this machine's share of the same work
 
 
 def tick_lock(machine: str) -> str:
@@ -105,31 +106,44 @@ PASSES["workflow"] = workflow.workflow_pass  # reviews, acceptance, epics
 
 
 def _lanes_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
-    """Land done cards closed without landing, clean the lanes of terminal cards
-    (worktree, then merged branch), drop the records of lanes that are provably gone, and
-    prune the session files (stderr, agent homes, tokens) of cards that ended. Unmerged
-    branches are never deleted."""
+    """Once per cluster: land done cards that were closed without landing."""
     if dry_run:
         return {"dry_run": True}
-    from laneboard.workspace.land import cleanup_terminal, land_closed, sweep_lanes
+    from laneboard.workspace.land import land_closed
 
     landed = [r for r in land_closed(rt.store, clones=rt.clones) if r.get("landed")]
     for r in landed:
         rt.log.info("lanes", "closed card landed", card=r.get("card"))
+    return {"landed": landed}
+
+
+def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
+    """On every machine, for what this machine holds: clean the lanes of terminal cards
+    (worktree, then merged branch), drop the records of lanes that are provably gone, and
+    prune the session files (stderr, agent homes, tokens) of cards that ended. Unmerged
+    branches are never deleted. A lane in a clone of a remote is only its own machine's
+    to clean, so this pass is not once per cluster."""
+    if dry_run:
+        return {"dry_run": True}
+    from laneboard.workspace.land import cleanup_terminal, sweep_lanes
+
     cleaned = [
-        c for c in cleanup_terminal(rt.store, clones=rt.clones) if c.get("action") == "cleaned"
+        c
+        for c in cleanup_terminal(rt.store, clones=rt.clones, machine=rt.machine)
+        if c.get("action") == "cleaned"
     ]
-    swept = sweep_lanes(rt.store)
+    swept = sweep_lanes(rt.store, clones=rt.clones, machine=rt.machine)
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
     pruned = session_files.prune(rt)
     for ref in pruned:
         rt.log.info("lanes", "session files pruned", card=ref)
-    return {"landed": landed, "cleaned": cleaned, "swept": swept, "pruned": pruned}
+    return {"cleaned": cleaned, "swept": swept, "pruned": pruned}
 
 
 PASSES["lanes"] = _lanes_pass
-ORDER = ("patrol", "workflow", "lanes", "poll")
+PASSES["cleanup"] = _cleanup_pass
+ORDER = ("patrol", "workflow", "lanes", "cleanup", "poll")
 
 
 def registered_passes() -> list[tuple[str, PassFn]]:

@@ -444,17 +444,26 @@ def _keep_runtime_files(lane: Lane) -> None:
         shutil.rmtree(src, ignore_errors=True)
 
 
-def sweep_lanes(store: Store) -> list[dict[str, Any]]:
+def sweep_lanes(
+    store: Store, clones: str | None = None, machine: str | None = None
+) -> list[dict[str, Any]]:
     """Drop lane records whose tree is gone and whose branch no longer resolves.
 
     A record is dropped only when the git probe actually ran: a missing repository or
-    a git failure keeps it.
+    a git failure keeps it. A lane in a clone of a project's remote is judged only by its
+    own machine (``remote.is_mine``): another machine's clone at the same path has neither
+    its tree nor its branch.
     """
+    from laneboard.workspace import remote as rm
+
     with store.read() as tx:
         lanes = all_lanes(tx)
+    me = machine or rm.this_machine()
     dropped: list[dict[str, Any]] = []
     for lane in lanes:
         if not os.path.isdir(lane.repo):
+            continue
+        if rm.is_clone(lane.repo) and not rm.is_mine(lane.repo, lane.machine, clones, me):
             continue
         if os.path.exists(os.path.join(lane.path, ".git")):
             continue  # the tree is there: no git call needed to keep the record
