@@ -61,6 +61,18 @@ def drop_schema(schema: str) -> None:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+def analyze(url: str) -> None:
+    """Planner statistics for the freshly filled schema, on both sides of the race.
+
+    A live board has them: autovacuum analyzes a table once a tenth of it has changed.
+    Without them PostgreSQL guesses one row per table and may walk every ``todo`` card.
+    """
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
 # -- the board ------------------------------------------------------------------------------
 def prepare_board(url: str, cards: int) -> None:
     from laneboard.board.service import Board
@@ -73,6 +85,7 @@ def prepare_board(url: str, cards: int) -> None:
     for i in range(cards):
         board.create_card(me, "D", f"card {i}", priority=i % 4, acceptance_mode="off")
     store.close()
+    analyze(url)
 
 
 def board_worker(url: str, index: int, start: Any, out: Any) -> None:
@@ -143,6 +156,7 @@ def prepare_queue(url: str, jobs: int) -> None:
                 await task.batch_defer_async(*({"i": i} for i in range(k, min(k + 500, jobs))))
 
     asyncio.run(go())
+    analyze(url)
 
 
 def queue_worker(url: str, index: int, start: Any, out: Any) -> None:
