@@ -411,9 +411,15 @@ AGENT_KIND_KEYS = {
 OPEN_TABLES = ("supervisor.role_agents", "supervisor.agent_kinds")
 
 
+_ALL: dict[str, Key] = {}
+
+
 def all_keys() -> dict[str, Key]:
-    keys = [*_supervisor(), *_time(), *_patrol(), *_project()]
-    return {k.name: k for k in keys}
+    """Every known key by name: built once per process (the definitions are constants),
+    the same mapping each time; callers read it and never change it."""
+    if not _ALL:
+        _ALL.update({k.name: k for k in [*_supervisor(), *_time(), *_patrol(), *_project()]})
+    return _ALL
 
 
 def tables(keys: dict[str, Key]) -> set[str]:

@@ -239,9 +239,22 @@ def _open_table(
             out[".".join(spot)] = (checked, cf.line(spot))
 
 
+# (path, project) -> the parsed file and keys it was checked against, and the result:
+# ``config_file.load`` answers the same object while the file is unchanged, so a file is
+# checked again only when it changed (settings are resolved for every card admitted)
+_CHECKED: dict[tuple[str, bool], tuple[ConfigFile, dict[str, Key], FileValues]] = {}
+
+
 def read_file(path: str, keys: dict[str, Key], *, project: bool) -> FileValues | None:
     cf = config_file.load(path)
-    return None if cf is None else check_file(cf, keys, project=project)
+    if cf is None:
+        return None
+    hit = _CHECKED.get((path, project))
+    if hit is not None and hit[0] is cf and hit[1] is keys:
+        return hit[2]
+    checked = check_file(cf, keys, project=project)
+    _CHECKED[(path, project)] = (cf, keys, checked)
+    return checked
 
 
 # -- resolution --------------------------------------------------------------------------------

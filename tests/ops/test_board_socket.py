@@ -122,6 +122,27 @@ def test_the_socket_is_the_owners_and_needs_a_token(served) -> None:  # type: ig
     assert status == 422 and doc["error"]["code"] == "BAD_INPUT"  # type: ignore[index]
 
 
+def test_a_call_on_the_socket_resolves_its_token_without_a_transaction_and_sees_a_revoke(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Every agent call presents its token: one statement, no read transaction; and the
+    lookup is not remembered, so a revoked token is refused on its very next call."""
+    store, sock = served
+    token, info = Tokens(store).create(human("alice"), "alice", "human")
+
+    def no_transaction() -> None:
+        raise AssertionError("a token lookup opened a read transaction")
+
+    monkeypatch.setattr(store, "read", no_transaction)
+    assert Tokens(store).resolve(token).name == "alice"
+    monkeypatch.undo()
+    call = _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
+    assert _ask(sock.path, call)[0] == 200
+    Tokens(store).revoke(human("alice"), info.id)
+    status, _, doc = _ask(sock.path, call)
+    assert status == 401 and doc["error"]["code"] == "UNAUTHORIZED"  # type: ignore[index]
+
+
 def test_a_renewed_credential_is_kept_in_the_session_token_file(
     sqlite_store_url: str, tmp_path: Path
 ) -> None:

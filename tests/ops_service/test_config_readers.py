@@ -147,3 +147,33 @@ def test_the_roles_directory_comes_from_the_file(repo: Path) -> None:
     assert project_roles_dir(str(repo)) == str(repo / ".laneboard" / "roles")
     _project_file(repo, '[project]\nroles_dir = "team/roles"\n')
     assert project_roles_dir(str(repo)) == str(repo / "team" / "roles")
+
+
+def test_an_unchanged_file_is_checked_once_and_a_changed_one_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings are resolved for every card admitted: the file is parsed and checked
+    again only when it changed."""
+    import os
+
+    from laneboard import config_resolve
+    from laneboard.config_keys import all_keys
+
+    checked: list[str] = []
+    real = config_resolve.check_file
+
+    def counting(cf, keys, *, project):  # type: ignore[no-untyped-def]
+        checked.append(cf.path)
+        return real(cf, keys, project=project)
+
+    monkeypatch.setattr(config_resolve, "check_file", counting)
+    path = _project_file(repo, '[project]\nbase_ref = "main"\n')
+    first = config_resolve.read_file(str(path), all_keys(), project=True)
+    again = config_resolve.read_file(str(path), all_keys(), project=True)
+    assert first is again and checked.count(str(path)) == 1
+    path.write_text('[project]\nbase_ref = "trunk"\n')
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    changed = config_resolve.read_file(str(path), all_keys(), project=True)
+    assert changed is not None and changed.values["project.base_ref"][0] == "trunk"
+    assert checked.count(str(path)) == 2

@@ -117,7 +117,7 @@ class Tokens:
             raise LaneboardError(
                 "UNAUTHORIZED", "the token is malformed", "use a current token (lb token list)"
             )
-        with self.store.read() as tx:
+        with self.store.autocommit() as tx:  # one statement: a read needs no transaction
             r = tx.token_by_hash(digest(token))
             now = tx.now()
         if r is None or r["revoked_at"] is not None:
