@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from laneboard.board.service import Board
 from laneboard.domain.model import human
 from laneboard.domain.timecontract import TimeContract
@@ -252,4 +254,53 @@ def test_one_read_finds_the_stop_requests_of_every_running_turn(
         wait_for(lambda: settled(store), what="turns recorded")
     for ref in (a, b):
         assert [t["outcome"] for t in board.transcript(ref)["turns"]] == ["stopped"]
+    store.close()
+
+
+def test_under_a_loop_reading_the_log_stop_requests_are_read_on_their_news(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the supervisor's loop tells the pool of each logged stop request, the
+    watchdogs read the requests once, then again only on that news (or after
+    ``STOP_QUIET_S``), instead of every ``STOP_CHECK_S`` for as long as turns run."""
+    from laneboard.supervisor import pool as pool_mod
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(sqlite_store_url)
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "log")))
+    pool = pool_mod.Pool(rt)
+    reads: list[list[int]] = []
+    now = [100.0]
+    monkeypatch.setattr(pool_mod.time, "monotonic", lambda: now[0])
+
+    class Tx:
+        def stop_requests(self, ids: list[int]) -> dict[int, str]:
+            reads.append(ids)
+            return {7: "alice"} if len(reads) > 1 else {}
+
+    class Reads:
+        def __enter__(self) -> Tx:
+            return Tx()
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(store, "autocommit", Reads)
+    pool.stops_follow_news = True
+    assert pool.stop_request(7) is None and len(reads) == 1
+    now[0] += pool_mod.STOP_CHECK_S * 3
+    assert pool.stop_request(7) is None and len(reads) == 1  # no news: nothing read
+    pool.stops_news()
+    assert pool.stop_request(7) == "alice" and len(reads) == 2  # the news: read at once
+    now[0] += pool_mod.STOP_CHECK_S * 2
+    pool.stop_request(7)
+    assert len(reads) == 2
+    now[0] += pool_mod.STOP_QUIET_S
+    pool.stop_request(7)
+    assert len(reads) == 3  # and now and then without news
+    pool.stops_follow_news = False  # no loop tells it: every STOP_CHECK_S, as before
+    now[0] += pool_mod.STOP_CHECK_S * 2
+    pool.stop_request(7)
+    assert len(reads) == 4
     store.close()

@@ -58,6 +58,7 @@ NOISE = frozenset(
         "card.heartbeat",
     }
 )
+STOP_REQUESTED = "turn.stop_requested"  # ``lb card stop``: the pool reads it on this news
 FREED = "pool.freed"  # not an event: a turn of this pool ended, its slot is free
 # On an event tick a pass runs when some news is not in its skip set (an event type it
 # does not know always runs it); the periodic tick and a forced one run every pass.
@@ -380,6 +381,7 @@ class Supervisor:
         pulse.start()
         with rt.store.autocommit() as tx:
             marks = tx.log_marks()
+        self.pool.stops_follow_news = True  # this loop reads the log: it tells the pool
         try:
             while not self.stop_event.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
@@ -401,6 +403,8 @@ class Supervisor:
                             rt.log.error("supervisor", f"{name} failed: {exc}")
                         next_extra[name] = now + every_ms
                 marks, fresh = self._news(marks)
+                if fresh is None or STOP_REQUESTED in fresh:
+                    self.pool.stops_news()  # the watchdogs read stop requests on this news
                 # a turn's end closes its queue row after its last event, so the log does
                 # not show the slot it frees: when the last poll left a card waiting for
                 # one, the tick it wakes runs its passes (the queue is read again anyway)
@@ -440,6 +444,7 @@ class Supervisor:
                     self.pool.drain()
                 self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])
         finally:
+            self.pool.stops_follow_news = False
             self.stop_event.set()  # ends the heartbeat thread too
             self.wakeups.close()
             pulse.join(10)

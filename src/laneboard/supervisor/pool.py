@@ -48,6 +48,9 @@ from laneboard.workspace.git import GitError
 PULSE_MS = 240_000  # heartbeat the claim every 4 minutes while the agent runs
 WATCH_S = 0.3  # the watchdog's pace: stop requests, follow-ups, the turn timeout
 STOP_CHECK_S = 0.3  # one read of the stop requests of every running turn, at most this often
+# while a loop reading the log tells the pool of each stop request (``stops_news``): the
+# requests are read when one was logged, and otherwise only this often
+STOP_QUIET_S = 5.0
 
 
 @dataclass
@@ -95,6 +98,8 @@ class Pool:
         self._stops_lock = threading.Lock()
         self._stops: dict[int, str] = {}  # turn id -> who asked to stop it (last read)
         self._stops_read = float("-inf")
+        self.stops_follow_news = False  # set while a loop calls ``stops_news`` on news
+        self._stops_news = False  # a stop request was logged since the last read
 
     # -- bookkeeping -----------------------------------------------------------------------
     def adapter(self, kind: str) -> Adapter:
@@ -459,9 +464,11 @@ class Pool:
         turn running in this pool, at most every ``STOP_CHECK_S``, whatever their number."""
         with self._stops_lock:
             now = time.monotonic()
-            if now - self._stops_read >= STOP_CHECK_S:
+            quiet = self.stops_follow_news and not self._stops_news
+            if now - self._stops_read >= (STOP_QUIET_S if quiet else STOP_CHECK_S):
                 with self.lock:
                     ids = sorted(r.turn_id for r in self.running.values() if r.turn_id)
+                self._stops_news = False  # news arriving during the read is read next
                 try:
                     with self.rt.store.autocommit() as tx:
                         self._stops = tx.stop_requests(ids)
@@ -470,6 +477,11 @@ class Pool:
                     return None
                 self._stops_read = now
             return self._stops.get(turn_id)
+
+    def stops_news(self) -> None:
+        """A stop request was logged (or the log said too much to tell): the watchdogs'
+        next look reads the requests again."""
+        self._stops_news = True
 
     def force_stop(self, card_ids: set[int]) -> int:
         """Interrupt the running turns of these cards (their process groups); each is
