@@ -4,6 +4,7 @@ records wake no tick, and an event tick runs the passes its news is for."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,25 @@ def test_every_machine_cleans_its_own_lanes_while_another_runs_the_cluster_passe
         assert set(got.passes["cleanup"]) == {"cleaned", "swept", "pruned"}
     finally:
         rt.store.close()
+
+
+def test_the_runs_are_read_often_only_while_some_are_driven_or_one_has_news(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the runs every 0.25 s costs a statement each time: with none to drive, the
+    loop reads them on a run's event and otherwise every ``RUNS_IDLE_S``."""
+    from types import SimpleNamespace
+
+    now = [1000.0]
+    monkeypatch.setattr(loop.time, "monotonic", lambda: now[0])
+    sup: Any = SimpleNamespace(runs=SimpleNamespace(health={}))
+    due = loop.Supervisor._runs_due
+    last = now[0]
+    now[0] += loop.RUNS_READ_S * 2
+    assert not due(sup, False, last)  # nothing driven, no news: not yet
+    assert due(sup, True, last)  # a run's event: read at once
+    now[0] = last + loop.RUNS_IDLE_S
+    assert due(sup, False, last)  # and now and then without news
+    sup.runs.health[1] = object()  # a run is driven here: its own clock
+    now[0] = last + loop.RUNS_READ_S * 2
+    assert due(sup, False, last)

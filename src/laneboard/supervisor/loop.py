@@ -43,6 +43,7 @@ TICK_LOCK = "tick"  # per machine: tick_lock(machine)
 CLOCK_CHECK_S = 1.0  # the longest the loop sleeps without looking at its clocks
 DRAIN_POLL_S = 1.0  # the queue is read between ticks and turn ends this often at most
 RUNS_READ_S = 0.25  # the runs the supervisor drives are read this often at most
+RUNS_IDLE_S = 5.0  # while it drives none: on a run's news, else this often
 PATROL_EVENT_S = 60.0  # patrol (time-based) on an event tick: at most this often
 
 # Event types no pass acts on: the turn path's own records, claims and their credentials.
@@ -375,6 +376,7 @@ class Supervisor:
         last_tick = float("-inf")  # when the last tick ended (monotonic)
         news: set[str] | None = None  # what the next tick is for (None: every pass)
         last_drain = last_runs = float("-inf")
+        runs_news = True  # a run's event was logged since the runs were last read
         slot_freed = False  # a turn ended since the queue was last read
         self.wakeups.start()
         pulse = threading.Thread(target=self._pulse, name="laneboard-heartbeat", daemon=True)
@@ -405,6 +407,7 @@ class Supervisor:
                 marks, fresh = self._news(marks)
                 if fresh is None or STOP_REQUESTED in fresh:
                     self.pool.stops_news()  # the watchdogs read stop requests on this news
+                runs_news = runs_news or fresh is None or any(t.startswith("run.") for t in fresh)
                 # a turn's end closes its queue row after its last event, so the log does
                 # not show the slot it frees: when the last poll left a card waiting for
                 # one, the tick it wakes runs its passes (the queue is read again anyway)
@@ -433,8 +436,8 @@ class Supervisor:
                         news = set()
                     elif self.last_tick.state == "skipped":  # another tick holds the lease
                         wake_at = last_tick + CLOCK_CHECK_S
-                if self.runs is not None and time.monotonic() - last_runs >= RUNS_READ_S:
-                    last_runs = time.monotonic()
+                if self.runs is not None and self._runs_due(runs_news, last_runs):
+                    last_runs, runs_news = time.monotonic(), False
                     self.runs()
                 # pending rows come from this process (a tick's poll, a turn's retry, a
                 # recovery) or, rarely, a one-off ``lb loop`` here: read after those
@@ -449,6 +452,14 @@ class Supervisor:
             self.wakeups.close()
             pulse.join(10)
             self.shutdown()
+
+    def _runs_due(self, news: bool, last: float) -> bool:
+        """Whether to read the runs again: every ``RUNS_READ_S`` while some are driven
+        here or a run's event was logged since ``last``, else every ``RUNS_IDLE_S`` (a
+        run is created, resumed or changes state with its event)."""
+        assert self.runs is not None
+        every = RUNS_READ_S if news or self.runs.health else RUNS_IDLE_S
+        return time.monotonic() - last >= every
 
     def _pulse(self) -> None:
         """The instance's heartbeat on its own thread, every ``pool_heartbeat``: a long tick
