@@ -303,9 +303,7 @@ def test_a_machines_lane_is_cleaned_by_it_after_another_machine_landed_it(
     a = install(Board(store), clones=str(root))
     a.add_project(ME, "P", remote=str(bare))
     c = a.create_card(ME, "P", "do the thing", acceptance_mode="off")
-    lane = LaneAdmitter(a, clones=str(root), fetch_within_s=0, machine="a").admit(
-        c, a.project("P")
-    )
+    lane = LaneAdmitter(a, clones=str(root), fetch_within_s=0, machine="a").admit(c, a.project("P"))
     card = a.claim(ME, c.ref, holder="worker")
     commit_file(lane, "feature.txt", "new\n", "the work")
     delivered = deliver(a, card)

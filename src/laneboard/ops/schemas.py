@@ -44,8 +44,17 @@ def array(items: dict[str, Any]) -> dict[str, Any]:
 
 TIME = opt(S)  # UTC ISO-8601 with milliseconds, or null
 ACTOR = obj({"kind": {"type": "string", "enum": ACTOR_KINDS}, "name": S, "card_id": opt(INT)})
-PROJECT = obj({"id": INT, "key": S, "name": S, "path": opt(S), "base_ref": opt(S),
-               "remote": opt(S), "created_at": S})
+PROJECT = obj(
+    {
+        "id": INT,
+        "key": S,
+        "name": S,
+        "path": opt(S),
+        "base_ref": opt(S),
+        "remote": opt(S),
+        "created_at": S,
+    }
+)
 CRITERION = obj({"id": S, "text": S})
 CLAIM = obj(
     {

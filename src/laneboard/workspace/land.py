@@ -151,9 +151,7 @@ def _land_remote(
     return _blocked(store, card, lane, res, str(got.error), [f"lb land {card.ref}"])
 
 
-def land_closed(
-    store: Store, limit: int = 50, clones: str | None = None
-) -> list[dict[str, Any]]:
+def land_closed(store: Store, limit: int = 50, clones: str | None = None) -> list[dict[str, Any]]:
     """Land ``done`` cards whose current round's lane was never merged.
 
     A card closed outside the landing gate (by a tool that does not install it) is

@@ -577,7 +577,9 @@ class LaneAdmitter:
             return
         cur = lane_for(tx, card.id, card.delivery_round)
         if cur is not None and (cur.path, cur.base_commit, cur.machine) != (
-            mine.path, mine.base_commit, mine.machine
+            mine.path,
+            mine.base_commit,
+            mine.machine,
         ):
             tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
                             mine.base_commit, mine.machine)  # fmt: skip

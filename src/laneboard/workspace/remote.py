@@ -237,9 +237,10 @@ def _clone(remote: str, path: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         g.git(parent, "clone", "-q", "--no-tags", "--template=", remote, tmp)
-        if not g.resolves(tmp, "HEAD") and not g.git(
-            tmp, "for-each-ref", "--count=1", f"refs/remotes/{ORIGIN}/"
-        ).out.strip():
+        if (
+            not g.resolves(tmp, "HEAD")
+            and not g.git(tmp, "for-each-ref", "--count=1", f"refs/remotes/{ORIGIN}/").out.strip()
+        ):
             raise g.GitError(f"the remote {remote} has no commit to start lanes from")
         with open(os.path.join(tmp, ".git", CLONE_MARK), "w", encoding="utf-8") as fh:
             fh.write(remote + "\n")
