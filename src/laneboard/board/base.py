@@ -15,6 +15,7 @@ from laneboard.store.tx import Tx
 
 if TYPE_CHECKING:
     from laneboard.board.links import Candidate
+    from laneboard.board.recent import RecentCards
 
 
 # the runtime's hooks (laneboard.workspace.hooks.install): verify a delivery before
@@ -37,6 +38,7 @@ class BoardBase:
     delivery_gate: DeliveryGate | None
     landing_gate: LandingGate | None
     remote_check: RemoteCheck | None
+    recent: RecentCards  # the copies of the cards its last writes returned (``recent``)
 
     if TYPE_CHECKING:  # defined by the parts (moves, claims, links, runs)
 

@@ -94,15 +94,7 @@ class HistoryMixin(BoardBase):
             raise bad_input(f"verdict {verdict!r} is not valid", "use APPROVE or REJECT")
         items = [e.to_dict() for e in ev]
         if self.store.dialect == "postgresql":
-            # checked on a read outside any transaction, written on the version read
-            # (one statement); a card that moved on meanwhile takes the locked path
-            with self.store.autocommit() as tx:
-                card = self._card(tx, ref)
-            rnd = self._report_round(actor, card, verdict, round_)
-            payload = {"round": rnd, "evidence": len(ev), "verdict": verdict}
-            rep = report_with_event(
-                self.store, card, rnd, (body, commit, items, verdict), actor, payload
-            )
+            rep = self._report_probed(actor, ref, (body, commit, items, verdict), round_)
             if rep is not None:
                 return rep
         with self.store.write() as tx:
@@ -118,6 +110,51 @@ class HistoryMixin(BoardBase):
                 payload={"round": rnd, "evidence": len(ev), "verdict": verdict},
             )
             return rep
+
+    def _report_probed(
+        self,
+        actor: Actor,
+        ref: str | int,
+        report: tuple[str, str | None, list[dict[str, Any]], str | None],
+        round_: int | None,
+    ) -> Report | None:
+        """A report checked on the copy of the card this board last wrote
+        (``board.recent``), else on a read outside any transaction, and written on that
+        card's version (one statement, with its event). None: the card moved on
+        meanwhile (the locked path then decides). A refusal on the copy is asked again on
+        a fresh read."""
+        copy = self.recent.get(inputs.card_ref(ref))
+        if copy is not None:
+            rep = self._report_on(actor, copy, report, round_, refuse=False)
+            if rep is not None:
+                return rep
+        with self.store.autocommit() as tx:
+            card = self.recent.put(self._card(tx, ref))
+        return self._report_on(actor, card, report, round_, refuse=True)
+
+    def _report_on(
+        self,
+        actor: Actor,
+        card: Card,
+        report: tuple[str, str | None, list[dict[str, Any]], str | None],
+        round_: int | None,
+        *,
+        refuse: bool,
+    ) -> Report | None:
+        """``report`` checked on ``card`` and written on its version; None: the card
+        moved on (or, unless ``refuse``, a check refused on it)."""
+        verdict = report[3]
+        try:
+            rnd = self._report_round(actor, card, verdict, round_)
+        except LaneboardError:
+            if refuse:
+                raise
+            return None
+        payload = {"round": rnd, "evidence": len(report[2]), "verdict": verdict}
+        rep = report_with_event(self.store, card, rnd, report, actor, payload)
+        if rep is None:
+            self.recent.drop(card.id)
+        return rep
 
     def _report_round(
         self, actor: Actor, card: Card, verdict: str | None, round_: int | None

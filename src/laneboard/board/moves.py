@@ -29,6 +29,11 @@ RELEASE_READ = 10_000  # blocked cards read by one release
 SKIPPED = frozenset({"CONFLICT", "ILLEGAL_TRANSITION", "NOT_FOUND"})
 
 
+def _needs_report(card: Card, dst: Status) -> bool:
+    """A delivery (in_progress -> in_review) needs a report for the card's round."""
+    return dst is Status.IN_REVIEW and card.status is Status.IN_PROGRESS
+
+
 def held_for(card: Card, reason: str) -> bool:
     """``card`` is blocked by a hold of ``reason`` (its current block is that hold)."""
     return (
@@ -74,19 +79,18 @@ class MovesMixin(BoardBase):
         gated = self._run_gates(actor, ref, dst, idempotency_key)
         plain = dst is not Status.AWAITING and not note and not (dst is Status.BLOCKED and reason)
         if plain and gated is None and idempotency_key is None:
-            moved = self._move_probed(actor, ref, dst, reason)
+            moved = self._move_recent(actor, ref, dst, reason)
+            if moved is None:
+                moved = self._move_probed(actor, ref, dst, reason)
             if moved is not None:
-                return moved
+                return self.recent.put(moved)
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
                 if seen is not None:
                     return self._card(tx, int(seen["card_id"]))
             card = self._card(tx, ref, lock=True)
-            self._close_rule_first(actor, card, dst)
-            self._may_write(actor, card)
-            self._fence(actor, card)
-            check_transition(card.status, dst)
+            self._move_checks(actor, card, dst)
             fields = self._move_fields(tx, actor, card, dst)
             extra = self._gated_fields(tx, card, fields, gated)
             if dst is Status.AWAITING:
@@ -117,7 +121,29 @@ class MovesMixin(BoardBase):
                 tx.remember(
                     idempotency_key, "move", card.id, {"card_id": card.id, "status": dst.value}
                 )
-            return new
+        return self.recent.put(new)
+
+    def _move_recent(
+        self, actor: Actor, ref: str | int, dst: Status, reason: str | None
+    ) -> Card | None:
+        """A plain move checked on the copy of the card this board's last write on it
+        returned (``board.recent``), written on that copy's version with its event:
+        no read at all when the card is still that copy. None: no copy, a check refuses
+        on it, or the card moved on (a fresh read then decides, and refuses if need be).
+        A delivery's report is a condition of the write itself (a report does not bump
+        the card's version)."""
+        card = self.recent.get(inputs.card_ref(ref))
+        if card is None:
+            return None
+        try:
+            self._move_checks(actor, card, dst)
+            fields = self._move_changes(self.store.clock.now_ms(), actor, card, dst, True)
+        except LaneboardError:
+            return None
+        moved = self._move_write(actor, card, dst, reason, fields, _needs_report(card, dst))
+        if moved is None:
+            self.recent.drop(card.id)
+        return moved
 
     def _move_probed(
         self, actor: Actor, ref: str | int, dst: Status, reason: str | None
@@ -133,11 +159,28 @@ class MovesMixin(BoardBase):
             if got is None:
                 raise not_found("card", ref, "list cards with: lb card list")
             card, reported = got
-            self._close_rule_first(actor, card, dst)
-            self._may_write(actor, card)
-            self._fence(actor, card)
-            check_transition(card.status, dst)
+            self._move_checks(actor, card, dst)
             fields = self._move_fields(tx, actor, card, dst, reported=reported)
+        return self._move_write(actor, card, dst, reason, fields, False)
+
+    def _move_checks(self, actor: Actor, card: Card, dst: Status) -> None:
+        """Who may move ``card`` and whether the transition exists (before its fields)."""
+        self._close_rule_first(actor, card, dst)
+        self._may_write(actor, card)
+        self._fence(actor, card)
+        check_transition(card.status, dst)
+
+    def _move_write(
+        self,
+        actor: Actor,
+        card: Card,
+        dst: Status,
+        reason: str | None,
+        fields: dict[str, Any],
+        reported: bool,
+    ) -> Card | None:
+        """A checked move's ``fields`` written on ``card``'s version, with its event;
+        None: the card moved on (``reported``: or its round has no report)."""
         payload = {
             "ref": card.ref,
             "from": card.status.value,
@@ -146,9 +189,14 @@ class MovesMixin(BoardBase):
             "round": card.delivery_round,
         }
         row = save_with_event(
-            self.store, card.id, card.version, fields, ("card.moved", actor, payload)
+            self.store,
+            card.id,
+            card.version,
+            fields,
+            ("card.moved", actor, payload),
+            reported=reported,
         )
-        return rows.card(row, card.depends_on) if row is not None else None
+        return rows.card(row, rows.dep_ids(row["deps"])) if row is not None else None
 
     @staticmethod
     def _close_rule_first(actor: Actor, card: Card, dst: Status) -> None:
@@ -178,10 +226,7 @@ class MovesMixin(BoardBase):
             if key is not None and tx.idempotent_response(key) is not None:
                 return None
             card = self._card(tx, ref)
-            self._close_rule_first(actor, card, dst)
-            self._may_write(actor, card)
-            self._fence(actor, card)
-            check_transition(card.status, dst)
+            self._move_checks(actor, card, dst)
             self._move_fields(tx, actor, card, dst)
         evidence: list[Evidence] = []
         merge: str | None = None
@@ -225,16 +270,18 @@ class MovesMixin(BoardBase):
     ) -> dict[str, Any]:
         """The fields a move writes; ``reported``: whether the card's round has a report,
         when already read (else it is read here, if the move needs it)."""
-        fields: dict[str, Any] = {"status": dst.value, "status_since": tx.now()}
-        if (
-            dst is Status.IN_REVIEW
-            and card.status is Status.IN_PROGRESS
-            and not (
-                reported
-                if reported is not None
-                else tx.report(card.id, card.delivery_round) is not None
-            )
-        ):
+        if reported is None and _needs_report(card, dst):
+            reported = tx.report(card.id, card.delivery_round) is not None
+        return self._move_changes(tx.now(), actor, card, dst, reported is not False)
+
+    @staticmethod
+    def _move_changes(
+        now: int, actor: Actor, card: Card, dst: Status, reported: bool
+    ) -> dict[str, Any]:
+        """The fields a move writes at ``now``, once the caller may make it;
+        ``reported``: whether the card's round has a report (a delivery needs one)."""
+        fields: dict[str, Any] = {"status": dst.value, "status_since": now}
+        if _needs_report(card, dst) and not reported:
             raise LaneboardError(
                 "REPORT_REQUIRED",
                 f"{card.ref} has no delivery report for round {card.delivery_round}",

@@ -4,19 +4,21 @@
 (``cards``), moves and holds (``moves``), claims and heartbeats (``claims``), comments,
 reports and events (``history``), links and candidates (``links``), runs (``runs``), agent
 turns — their transcripts, stop requests and follow-ups (``turns``), a person's answers and
-rejections (``decisions``); the lookups and write guards they share are in ``base``.
+rejections (``decisions``); the lookups and write guards they share are in ``base``, and
+the copies of the cards its writes returned, where its next write on them starts, in
+``recent``.
 """
 
 from __future__ import annotations
 
 from laneboard.board.base import DeliveryGate, LandingGate, RemoteCheck
 from laneboard.board.cards import EDITABLE, CardsMixin
-from laneboard.board.claims import ClaimsMixin
 from laneboard.board.decisions import DecisionsMixin
 from laneboard.board.history import HistoryMixin
 from laneboard.board.links import Candidate, LinksMixin
 from laneboard.board.moves import TRANSITIONS_TO_BLOCKED, MovesMixin
 from laneboard.board.projects import PROJECT_SETTINGS, ProjectsMixin
+from laneboard.board.recent import RecentCards, RecentClaimsMixin
 from laneboard.board.runs import RunsMixin
 from laneboard.board.turns import TurnsMixin
 from laneboard.domain import claims, weights
@@ -39,7 +41,7 @@ class Board(
     CardsMixin,
     DecisionsMixin,
     MovesMixin,
-    ClaimsMixin,
+    RecentClaimsMixin,
     HistoryMixin,
     LinksMixin,
     RunsMixin,
@@ -61,3 +63,4 @@ class Board(
         self.delivery_gate = delivery_gate
         self.landing_gate = landing_gate
         self.remote_check = remote_check
+        self.recent = RecentCards()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from laneboard.domain.model import Actor, Card, Report
 from laneboard.store import rows
 from laneboard.store.base import Row
-from laneboard.store.claim_sql import card_columns, review_of
+from laneboard.store.claim_sql import card_columns, deps_column, review_of
 from laneboard.store.rows import dumps
 
 if TYPE_CHECKING:
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 
 # the card columns stored as JSON text
 JSON_CARD_COLUMNS = frozenset({"labels", "acceptance", "checks", "allowed_paths", "meta"})
+# the condition of a write that needs the card's current round to have a report
+REPORTED = (
+    "EXISTS (SELECT 1 FROM reports WHERE reports.card_id = cards.id "
+    "AND reports.round = cards.delivery_round)"
+)
 
 
 def claim_rank(meta: dict[str, Any], status_since: int, created_at: int) -> int | None:
@@ -53,10 +58,17 @@ def rank_set(pg: bool, fields: dict[str, Any]) -> tuple[str, list[Any]] | None:
 
 
 def card_update_sql(
-    pg: bool, card_id: int, version: int, fields: dict[str, Any], now: int
+    pg: bool,
+    card_id: int,
+    version: int,
+    fields: dict[str, Any],
+    now: int,
+    *,
+    reported: bool = False,
 ) -> tuple[str, list[Any]]:
     """The compare-and-swap ``UPDATE`` of a card's ``fields`` on its ``version`` (which
-    it bumps, with ``updated_at``; ``claim_rank`` follows the fields it depends on)."""
+    it bumps, with ``updated_at``; ``claim_rank`` follows the fields it depends on);
+    ``reported``: only while the card's current round has a report."""
     cols = list(fields)
     vals = [dumps(fields[c]) if c in JSON_CARD_COLUMNS else fields[c] for c in cols]
     items = [f"{c} = ?" for c in cols]
@@ -65,10 +77,8 @@ def card_update_sql(
         items.append(rank[0])
         vals.extend(rank[1])
     items.append("version = version + 1, updated_at = ?")
-    return (
-        f"UPDATE cards SET {', '.join(items)} WHERE id = ? AND version = ?",
-        [*vals, now, card_id, version],
-    )
+    where = f"id = ? AND version = ?{' AND ' + REPORTED if reported else ''}"
+    return f"UPDATE cards SET {', '.join(items)} WHERE {where}", [*vals, now, card_id, version]
 
 
 def save_with_event(
@@ -77,10 +87,14 @@ def save_with_event(
     version: int,
     fields: dict[str, Any],
     event: tuple[str, Actor, dict[str, Any]],
+    *,
+    reported: bool = False,
 ) -> Row | None:
     """A card's ``fields`` written on a version read before (compare-and-swap), with its
     event (``type, actor, payload``; its card, project and run come from the row), as
-    one transaction. None: the card moved on since it was read, and nothing was written.
+    one transaction. The row has the card's dependency ids (``deps``). None: the card
+    moved on since it was read (or, with ``reported``, its round has no report), and
+    nothing was written.
 
     For a write whose checks ran on a read of the card outside any transaction: the
     version the write requires proves the card is still the one checked, so the write
@@ -90,9 +104,12 @@ def save_with_event(
     """
     type_, actor, payload = event
     now = store.clock.now_ms()
-    if store.dialect != "postgresql":
+    pg = store.dialect == "postgresql"
+    update, params = card_update_sql(pg, card_id, version, fields, now, reported=reported)
+    returning = f"RETURNING {card_columns()}, {deps_column(pg)}"
+    if not pg:
         with store.write() as tx:
-            row = tx.update_card_returning(card_id, version, fields)
+            row = tx.one(f"{update} {returning}", params)
             if row is not None:
                 tx.append_event(
                     type_,
@@ -103,12 +120,12 @@ def save_with_event(
                     payload=payload,
                 )
             return row
-    update, params = card_update_sql(True, card_id, version, fields, now)
     sql = (
-        f"WITH c AS ({update} RETURNING {card_columns()}), "
+        f"WITH c AS ({update} {returning}), "
         "e AS (INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
         "payload) SELECT ?, ?, c.id, c.project_id, c.run_id, ?, ?, ? FROM c RETURNING id, xid) "
-        f"SELECT {card_columns('c')}, e.id AS event_id, e.xid AS event_xid FROM c CROSS JOIN e"
+        f"SELECT {card_columns('c')}, c.deps, e.id AS event_id, e.xid AS event_xid "
+        "FROM c CROSS JOIN e"
     )
     event_params = [now, type_, actor.name, actor.kind.value, dumps(payload)]
     got = store.write_statement(sql, [*params, *event_params], types=type_)
