@@ -86,7 +86,7 @@ def board_paths(env: Mapping[str, str]) -> list[str]:
     return [url.removeprefix("unix:")] if url.startswith("unix:") else []
 
 
-SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal", "-lock")  # -lock: the write gate
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
 def database_hidden(paths: SessionPaths, needed: list[str]) -> list[str]:

@@ -1,5 +1,4 @@
-"""SQLite backend: WAL, ``BEGIN IMMEDIATE`` for writes behind a kernel-queued gate
-(``sqlite_gate``), a busy timeout."""
+"""SQLite backend: WAL, ``BEGIN IMMEDIATE`` for writes, a busy timeout."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from laneboard.domain.clock import Clock
 from laneboard.errors import LaneboardError
 from laneboard.secrets import scrub_params
 from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
-from laneboard.store.sqlite_gate import SUFFIX, GateTimeout, WriteGate
 
 BUSY_TIMEOUT_MS = 30_000  # LANEBOARD_BUSY_TIMEOUT (seconds) overrides it
 
@@ -41,10 +39,6 @@ def locked(path: str, timeout_ms: int, exc: sqlite3.OperationalError) -> Laneboa
     text = str(exc).lower()
     if "locked" not in text and "busy" not in text:
         return None
-    return lock_held(path, timeout_ms)
-
-
-def lock_held(path: str, timeout_ms: int) -> LaneboardError:
     return LaneboardError(
         "LOCK_HELD",
         f"the board {path} is locked by another process "
@@ -97,7 +91,6 @@ class SQLiteStore(Store):
         super().__init__(f"sqlite:///{path}", clock)
         self.path = path
         self.timeout_ms = busy_timeout_ms()
-        self.gate = WriteGate(path)
 
     def exists(self) -> bool:
         if not os.path.isfile(self.path):
@@ -139,26 +132,6 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Conn]:
-        gated = write and self._enter_gate()
-        try:
-            with self._sql_transaction(write) as conn:
-                yield conn
-        finally:
-            if gated:
-                self.gate.release()
-
-    def _enter_gate(self) -> bool:
-        """Queue behind the board's other laneboard writers (False: no gate to take)."""
-        try:
-            self.gate.acquire(self.timeout_ms / 1000)
-        except GateTimeout:
-            raise lock_held(self.path, self.timeout_ms) from None
-        except OSError:  # no sidecar (a read-only directory): SQLite's busy handler alone
-            return False
-        return True
-
-    @contextmanager
-    def _sql_transaction(self, write: bool) -> Iterator[Conn]:
         raw = self._acquire()
         try:
             self._wrap(raw).execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -231,12 +204,8 @@ class SQLiteStore(Store):
             }
         return tables
 
-    def close(self) -> None:
-        super().close()
-        self.gate.close()
-
     def reset(self) -> None:
         self.close()
-        for suffix in ("", "-wal", "-shm", SUFFIX):
+        for suffix in ("", "-wal", "-shm"):
             with suppress(FileNotFoundError):
                 os.remove(self.path + suffix)
