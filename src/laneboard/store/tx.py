@@ -143,6 +143,12 @@ class Tx(
     def projects(self) -> list[Project]:
         return [rows.project(r) for r in self.all("SELECT * FROM projects ORDER BY id")]
 
+    def projects_and_configs(self) -> tuple[list[Project], dict[int, dict[str, Any]]]:
+        """Every project and its board settings (``project_config``), in one read."""
+        got = self.all("SELECT * FROM projects ORDER BY id")
+        configs = {int(r["id"]): dict(json.loads(r["config"])) if r["config"] else {} for r in got}
+        return [rows.project(r) for r in got], configs
+
     def project_config(self, project_id: int) -> dict[str, Any]:
         got = self.scalar("SELECT config FROM projects WHERE id = ?", (project_id,))
         return dict(json.loads(got)) if got else {}

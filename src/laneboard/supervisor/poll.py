@@ -10,6 +10,8 @@ card-scoped failure is counted (backoff 30 s doubling to 1 h from the 3rd, hold 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,7 +89,8 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     with rt.store.autocommit() as tx:  # what every poll reads; most stop after it
         absent = tx.alert_row(f"no_resident|{rt.machine}") is not None
         live = records.queue_rows(tx, machine=rt.machine)
-        projects = {p.id: p for p in tx.projects()}
+        listed, stored = tx.projects_and_configs()  # a pass admits with these settings
+        projects = {p.id: p for p in listed}
     if absent and not dry_run:  # a pool runs again: the next absence is news
         with rt.store.write() as tx:
             clear_alert(tx, f"no_resident|{rt.machine}")
@@ -165,27 +168,31 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.plan.append({**step, "action": "claim"})
             budget -= 1
             continue
-        if _dispatch(rt, cand, role.id, kind, projects, res):
+        if _dispatch(rt, cand, role.id, kind, (projects, stored), res):
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
     return res
 
 
+Projects = tuple[dict[int, Any], Mapping[int, Mapping[str, Any]]]  # a pass's, and settings
+
+
 def _dispatch(
-    rt: Runtime, cand: Candidate, role: str, kind: str, projects: dict[int, Any], res: PollResult
+    rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult
 ) -> bool:
     card = cand.card
-    project = projects.get(card.project_id)
+    project = projects[0].get(card.project_id)
     if _moved_since(rt, card):
         return False  # claimed or changed meanwhile (another machine's poll): its event ticks
     try:
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
         assert rt.admitter is not None
-        if review_target_of(card) is not None:
-            target = review_target(rt, card, project)
-        else:
-            target = rt.admitter.admit(card, project)
+        with _settings_of_pass(rt, projects[1]):
+            if review_target_of(card) is not None:
+                target = review_target(rt, card, project)
+            else:
+                target = rt.admitter.admit(card, project)
         write_brief(target, card)
     except (AdmissionError, OSError) as exc:
         scoped = not isinstance(exc, AdmissionError) or exc.card_scoped
@@ -238,6 +245,14 @@ def _dispatch(
     res.claimed.append(card.ref)
     rt.log.info("poll", "claimed and enqueued", card=card.ref, role=role, kind=kind)
     return True
+
+
+def _settings_of_pass(
+    rt: Runtime, stored: Mapping[int, Mapping[str, Any]]
+) -> AbstractContextManager[None]:
+    if isinstance(rt.admitter, LaneAdmitter):
+        return rt.admitter.settings_from(stored)
+    return nullcontext()
 
 
 def _moved_since(rt: Runtime, card: Card) -> bool:

@@ -20,7 +20,8 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -349,6 +350,7 @@ class LaneAdmitter:
         self._warned: set[str] = set()
         self._monotonic = monotonic
         self._checkouts: dict[str, tuple[float, str | None]] = {}
+        self._stored: Mapping[int, Mapping[str, Any]] = {}  # one poll pass's board settings
 
     def primary_checkout(self, path: str) -> str | None:
         """``git.primary_checkout``, remembered for a couple of seconds per directory."""
@@ -439,12 +441,25 @@ class LaneAdmitter:
                 f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
             ) from None
 
+    @contextmanager
+    def settings_from(self, stored: Mapping[int, Mapping[str, Any]]) -> Iterator[None]:
+        """Admissions within take a project's board settings from ``stored`` — a poll pass's
+        one read of every project — rather than reading them per card."""
+        was, self._stored = self._stored, stored
+        try:
+            yield
+        finally:
+            self._stored = was
+
     def settings(self, project: Project) -> dict[str, Any]:
         """The project's resolved settings; a bad project file defers its cards uncounted."""
         from laneboard.config import effective_project_config
 
+        stored = self._stored.get(project.id)
         try:
-            return effective_project_config(project, self.board.project_config(project.id))
+            if stored is None:
+                stored = self.board.project_config(project.id)
+            return effective_project_config(project, stored)
         except LaneboardError as err:
             raise AdmissionError(err.line(), card_scoped=False, code=err.code) from None
 
