@@ -9,7 +9,6 @@ from typing import Any
 from laneboard.domain.model import Actor
 from laneboard.store.base import Row
 from laneboard.store.q_base import Queries
-from laneboard.store.rows import dumps
 
 
 class TranscriptQueries(Queries):
@@ -17,16 +16,14 @@ class TranscriptQueries(Queries):
     def append_transcript(
         self, turn_id: int, card_id: int, entries: Sequence[tuple[int, int, dict[str, Any]]]
     ) -> int:
-        """Store ``(seq, at, entry)`` items of one turn; returns the last row id."""
+        """Store ``(seq, at, entry)`` items of one turn, in one insert per few hundred;
+        returns the last row id."""
+        from laneboard.store.transcript_sql import ROWS_PER_STATEMENT, insert_sql
+
         last = 0
-        for seq, at, entry in entries:
-            r = self.one(
-                "INSERT INTO transcript (turn_id, card_id, seq, at, type, entry) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (turn_id, card_id, seq, at, entry["type"], dumps(entry)),
-            )
-            assert r is not None
-            last = int(r["id"])
+        for at in range(0, len(entries), ROWS_PER_STATEMENT):
+            sql, params = insert_sql(turn_id, card_id, entries[at : at + ROWS_PER_STATEMENT])
+            last = max([last, *(int(r["id"]) for r in self.all(sql, params))])
         return last
 
     def transcript(

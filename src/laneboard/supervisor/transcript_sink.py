@@ -2,7 +2,7 @@
 
 The pool hands ``TranscriptSink.on_event`` to ``Session.send``: each adapter event is
 normalized (``domain.transcript``) and buffered; a small thread writes the buffer every
-``FLUSH_S`` in one transaction with one ``turn.output`` event, which is what wakes the
+``FLUSH_S`` (when it holds anything) in one transaction with one ``turn.output`` event, which is what wakes the
 dashboard's stream, ``lb card transcript --follow`` and every other follower. When the
 turn ends, ``close`` adds what the agent's stream did not say itself (a command agent's
 output, the turn's end and usage, its error) and writes the rest.
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from laneboard.agents.base import AgentEvent, TurnResult
 from laneboard.domain.model import Card
 from laneboard.domain.transcript import Entry, entry, normalize
+from laneboard.store.transcript_sql import append_output
 
 if TYPE_CHECKING:
     from laneboard.supervisor.runtime import Runtime
@@ -54,17 +55,7 @@ class TranscriptSink:
                 batch, self._buf = self._buf, []
             if not batch:
                 return
-            card = self.card
-            with self.rt.store.write() as tx:
-                last = tx.append_transcript(self.turn_id, card.id, batch)
-                tx.append_event(
-                    "turn.output",
-                    self.rt.actor,
-                    card_id=card.id,
-                    project_id=card.project_id,
-                    run_id=card.run_id,
-                    payload={"turn": self.turn_id, "entries": len(batch), "last": last},
-                )
+            append_output(self.rt.store, self.rt.actor, self.card, self.turn_id, batch)
 
     def close(self, result: TurnResult, outcome: str) -> None:
         """The turn ended: add what its stream left out and write everything."""
