@@ -89,13 +89,18 @@ def _same(store: Store, scenario: Scenario) -> list[Any]:
     return list(kept[0])
 
 
+def _deliver_and_accept(work: Board, card: Card) -> list[Any]:
+    """The worker reports and delivers the card, and the accepter moves it to done."""
+    return [
+        _outcome(lambda: work.report(D0, card.ref, "done")),
+        _outcome(lambda: work.move(D0, card.ref, "in_review")),
+        _outcome(lambda: work.move(ACCEPTER, card.ref, "done")),
+    ]
+
+
 def _drain(work: Board, other: Board, key: str) -> list[Any]:
     first = work.claim_next(D0, include_unassigned=True, project=key)
-    return [
-        _outcome(lambda: work.report(D0, first.ref, "done")),
-        _outcome(lambda: work.move(D0, first.ref, "in_review")),
-        _outcome(lambda: work.move(ACCEPTER, first.ref, "done")),
-    ]
+    return _deliver_and_accept(work, first)
 
 
 def test_a_drain_gives_what_fresh_reads_give(store: Store) -> None:
@@ -133,9 +138,7 @@ def _moved_on(work: Board, other: Board, key: str) -> list[Any]:
     card = work.claim_next(D0, include_unassigned=True, project=key)
     other.move(ME, card.ref, "blocked", reason="wait")
     return [
-        _outcome(lambda: work.report(D0, card.ref, "done")),
-        _outcome(lambda: work.move(D0, card.ref, "in_review")),
-        _outcome(lambda: work.move(ACCEPTER, card.ref, "done")),
+        *_deliver_and_accept(work, card),
         _outcome(lambda: work.move(ME, card.ref, "todo")),
         _outcome(lambda: work.move(ME, card.ref, "canceled")),
         _outcome(lambda: work.report(D0, card.ref, "late")),
@@ -202,11 +205,7 @@ def _linked(work: Board, other: Board, key: str) -> list[Any]:
     card = work.claim_next(D0, include_unassigned=True, project=key)
     dep = other.list_cards(project=key, statuses=["todo"])[0]
     other.link(ME, card.ref, dep.ref)
-    return [
-        _outcome(lambda: work.report(D0, card.ref, "done")),
-        _outcome(lambda: work.move(D0, card.ref, "in_review")),
-        _outcome(lambda: work.move(ACCEPTER, card.ref, "done")),
-    ]
+    return _deliver_and_accept(work, card)
 
 
 def test_links_added_since_the_copy_come_back(store: Store) -> None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from laneboard.board.service import Candidate
 from laneboard.config import project_cap
@@ -168,27 +168,31 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.plan.append({**step, "action": "claim"})
             budget -= 1
             continue
-        if _dispatch(rt, cand, role.id, kind, (projects, stored), res):
+        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res):
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
     return res
 
 
-Projects = tuple[dict[int, Any], Mapping[int, Mapping[str, Any]]]  # a pass's, and settings
+class Projects(NamedTuple):
+    """A poll pass's one read of the projects: each by id, and its board settings."""
+
+    by_id: dict[int, Any]
+    settings: Mapping[int, Mapping[str, Any]]
 
 
 def _dispatch(
     rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult
 ) -> bool:
     card = cand.card
-    project = projects[0].get(card.project_id)
+    project = projects.by_id.get(card.project_id)
     if _moved_since(rt, card):
         return False  # claimed or changed meanwhile (another machine's poll): its event ticks
     try:
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
         assert rt.admitter is not None
-        with _settings_of_pass(rt, projects[1]):
+        with _settings_of_pass(rt, projects.settings):
             if review_target_of(card) is not None:
                 target = review_target(rt, card, project)
             else:
