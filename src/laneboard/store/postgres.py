@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from laneboard.domain.clock import Clock
 from laneboard.secrets import scrub_params
+from laneboard.store.announce import Announcer
 from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
 
 CHANNEL_PREFIX = "laneboard:"
@@ -96,6 +97,7 @@ class PostgresStore(Store):
     def __init__(self, url: str, clock: Clock | None = None) -> None:
         super().__init__(url, clock)
         self._channel: str | None = None
+        self.announcer = Announcer(self._send_notify)
 
     def notify_channel(self) -> str:
         """The channel this board's events are announced on (one per schema)."""
@@ -162,7 +164,7 @@ class PostgresStore(Store):
         except BaseException:
             self._release(raw, broken=raw.closed or raw.broken)
             raise
-        if got:
+        if got and self.announcer.now_or_later(types):
             try:
                 raw.execute(self._notify_sql(raw, types))
             except psycopg.Error:
@@ -172,6 +174,22 @@ class PostgresStore(Store):
         self._release(raw)
         self._announce(event_of(got))
         return got
+
+    def _send_notify(self, types: str) -> None:
+        """One announcement on a pooled connection (the ``Announcer``'s queued writes)."""
+        import psycopg
+
+        raw = self._acquire()
+        try:
+            raw.execute(self._notify_sql(raw, types))
+        except psycopg.Error:
+            self._release(raw, broken=True)
+            raise
+        self._release(raw)
+
+    def close(self) -> None:
+        self.announcer.close()  # what is still queued is announced before the connections go
+        super().close()
 
     def _notify_sql(self, raw: Any, types: str) -> str:
         """The wake-up of a write whose events have ``types`` ('' when not known)."""
@@ -195,8 +213,9 @@ class PostgresStore(Store):
         """
         parts = [self._events_sql(raw, conn.events)] if conn.events else []
         parts.append("COMMIT")
-        if conn.notify:
-            parts.append(self._notify_sql(raw, _types_of(conn)))
+        types = _types_of(conn) if conn.notify else ""
+        if conn.notify and self.announcer.now_or_later(types):
+            parts.append(self._notify_sql(raw, types))
         cur = raw.execute("; ".join(parts), prepare=False)
         if conn.events:  # the first result holds the written events' positions
             from laneboard.domain.cursor import EventCursor
