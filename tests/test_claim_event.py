@@ -84,3 +84,20 @@ def test_a_claim_whose_card_moved_since_the_probe_writes_one_event(store: Store)
     events = _claimed(store)
     assert len(events) == 1
     assert json.loads(events[0]["payload"]) == _payload(card.ref, "w1", 1)
+
+
+def test_only_an_armed_claim_writes_an_event_from_its_statement(store: Store) -> None:
+    """On SQLite the one-statement claims write their event from a trigger armed for that
+    statement alone: the claims inside a write transaction (the supervisor's) and other
+    writes of the claim epoch log exactly what their own code logs."""
+    board = Board(store)
+    board.add_project(ME, "P")
+    inside = board.create_card(ME, "P", "claimed inside a transaction")
+    other = board.create_card(ME, "P", "epoch bumped by a fence")
+    fast = board.create_card(ME, "P", "claimed in one statement")
+    with store.write() as tx:
+        board.claim_in(tx, agent("sup"), inside.ref, "sup", None)
+    with store.write() as tx:
+        tx.run("UPDATE cards SET claim_epoch = claim_epoch + 1 WHERE id = ?", (other.id,))
+    board.claim(agent("w1"), fast.ref)
+    assert [e["card_id"] for e in _claimed(store)] == [inside.id, fast.id]

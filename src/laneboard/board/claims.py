@@ -87,7 +87,7 @@ class ClaimsMixin(BoardBase):
         if idempotency_key is not None:
             inputs.text(idempotency_key, "idempotency key", limit=500)
         probe = self._claim_probe(actor, ref, who) if idempotency_key is None else None
-        if probe is not None and self.store.dialect == "postgresql" and not _takeover(probe, who):
+        if probe is not None and not _takeover(probe, who):
             row = self._claim_once(actor, probe, who, session_id)
             if row is not None:
                 return rows.card(row, dep_ids(probe["deps"]))
@@ -201,9 +201,9 @@ class ClaimsMixin(BoardBase):
         session_id: str | None,
     ) -> Card | None:
         """The common case of ``claim_next``: one statement ranks the ready cards from
-        the ``claim_rank`` index and claims the first free one. On PostgreSQL the same
-        statement writes the event (one round trip, no explicit transaction); on SQLite
-        the event follows it under the write lock.
+        the ``claim_rank`` index and claims the first free one, and writes the event:
+        one statement in autocommit on both backends (on SQLite the write lock is held
+        for that statement alone).
 
         None when it claimed nothing: a waited-on card (fan-out is weighed in Python), a
         card stamped after this clock, every candidate taken or locked, or nothing ready;
@@ -213,14 +213,6 @@ class ClaimsMixin(BoardBase):
         if claim_set is None:
             return None
         kind = actor.kind.value
-        if self.store.dialect != "postgresql":
-            with self.store.write() as tx:
-                got = tx.claim_ranked(
-                    claim_set, who, kind, session_id, bypass_assignee=actor.is_human
-                )
-                if got is not None:
-                    self._after_claim(tx, actor, got, who)
-            return rows.card(got, dep_ids(got["deps"])) if got is not None else None
         row = ranked_claim_with_event(
             self.store,
             claim_set,

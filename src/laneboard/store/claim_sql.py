@@ -15,6 +15,7 @@ from laneboard.store.q_base import Queries
 
 if TYPE_CHECKING:
     from laneboard.store.base import Store
+    from laneboard.store.sqlite import SQLiteStore
 
 NOT_READY = (
     "EXISTS (SELECT 1 FROM links l JOIN cards d ON d.id = l.depends_on "
@@ -163,10 +164,11 @@ def claim_with_event(
     bypass_assignee: bool,
     event: tuple[Any, ...],
 ) -> Row | None:
-    """The CAS against a probed version and its event, in one statement (PostgreSQL).
+    """The CAS against a probed version and its event, in one statement.
 
     The statement is its own transaction: the event row is written only when the CAS
-    updated the card, so exactly the winner's claim and its event commit together.
+    updated the card, so exactly the winner's claim and its event commit together (on
+    SQLite the statement's trigger writes it, ``SQLiteStore.claim_statement``).
     ``event`` is the event's ``at, type, actor, actor_kind, payload`` (its card, project
     and run come from the claimed row): the claim of a probed version knows them before
     it runs. None: the card moved on since the probe.
@@ -174,6 +176,17 @@ def claim_with_event(
     sets, set_params, claimable, where_params = cas_parts(
         store.clock.now_ms(), holder, holder_kind, session_id, windows, bypass_assignee
     )
+    params = (*set_params, probe["id"], probe["version"], *where_params)
+    if store.dialect != "postgresql":
+        sql = (
+            f"UPDATE cards SET {sets} WHERE id = ? AND version = ? AND ({claimable}) "
+            f"RETURNING {card_columns()}, {deps_column(False)}"
+        )
+        at, _type, actor, actor_kind, payload = event
+        got = _sqlite(store).claim_statement(
+            sql, params, (at, actor, actor_kind, payload, None, None)
+        )
+        return _with_prev(got, probe["status"], probe["holder"])
     sql = (
         f"WITH c AS (UPDATE cards SET {sets} WHERE id = ? AND version = ? AND ({claimable}) "
         f"RETURNING {card_columns()}), "
@@ -182,13 +195,24 @@ def claim_with_event(
         f"SELECT {card_columns('c')}, e.id AS event_id, e.xid AS event_xid "
         "FROM c CROSS JOIN e"
     )
-    params = (*set_params, probe["id"], probe["version"], *where_params, *event)
-    got = store.write_statement(sql, params, types="card.claimed")
+    got = store.write_statement(sql, (*params, *event), types="card.claimed")
+    return _with_prev(got, probe["status"], probe["holder"])
+
+
+def _with_prev(got: list[Row], status: str, holder: str | None) -> Row | None:
+    """The claimed row, with the values its claim replaced; None: nothing was claimed."""
     if not got:
         return None
     row = got[0]
-    row["prev_status"], row["prev_holder"] = probe["status"], probe["holder"]
+    row["prev_status"], row["prev_holder"] = status, holder
     return row
+
+
+def _sqlite(store: Store) -> SQLiteStore:
+    from laneboard.store.sqlite import SQLiteStore
+
+    assert isinstance(store, SQLiteStore)
+    return store
 
 
 PICK_RULE = f"status = 'todo' AND (assignee IS NULL OR assignee = ? OR ? = 1) AND NOT {NOT_READY}"
@@ -422,15 +446,18 @@ def ranked_claim_with_event(
     event: tuple[Any, ...],
     payload: tuple[str, str, str],
 ) -> Row | None:
-    """``ranked_claim`` and its ``card.claimed`` event as one statement (PostgreSQL).
+    """``ranked_claim`` and its ``card.claimed`` event as one statement.
 
     ``event`` is the event's ``at, actor, actor_kind``; ``payload`` its JSON text around
     the claimed card's new epoch and its ref: ``head + epoch + middle + ref + tail``
     (the ref as a JSON string). One round trip: the ranking, the claim and the event
-    commit together. None: nothing was claimed (``claim_next`` finds out why).
+    commit together (on SQLite the statement's trigger writes the event, and the write
+    lock is held for this statement alone). None: nothing was claimed (``claim_next``
+    finds out why).
     """
+    pg = store.dialect == "postgresql"
     got = ranked_claim(
-        True,
+        pg,
         store.clock.now_ms(),
         claim_set,
         holder,
@@ -440,6 +467,9 @@ def ranked_claim_with_event(
     )
     if got is None:
         return None
+    if not pg:
+        armed = (*event, *payload)
+        return _with_prev(_sqlite(store).claim_statement(got[0], got[1], armed), "todo", None)
     sql = (
         f"WITH c AS ({got[0]}), "
         "e AS (INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
@@ -450,11 +480,7 @@ def ranked_claim_with_event(
         "FROM c CROSS JOIN e"
     )
     rows = store.write_statement(sql, [*got[1], *event, *payload], types="card.claimed")
-    if not rows:
-        return None
-    row = rows[0]
-    row["prev_status"], row["prev_holder"] = "todo", None
-    return row
+    return _with_prev(rows, "todo", None)
 
 
 class ClaimQueries(Queries):

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from laneboard.domain.clock import Clock
 from laneboard.errors import LaneboardError
 from laneboard.secrets import scrub_params
-from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
+from laneboard.store.base import Conn, IntegrityError, Row, Store, event_of, unstorable
 
 BUSY_TIMEOUT_MS = 30_000  # LANEBOARD_BUSY_TIMEOUT (seconds) overrides it
 
@@ -78,6 +78,40 @@ class _SqliteConn(Conn):
         return self._rowcount
 
 
+class _Raw(sqlite3.Connection):
+    """A connection that can write a claim's event from inside the claim's statement.
+
+    ``armed`` holds the event of the next claim (``ArmedClaim``) while one runs; the
+    temporary trigger ``CLAIM_EVENT_TRIGGER`` reads it through ``lb_armed(i)`` and reports
+    the event's id through ``lb_fired(id)``.
+    """
+
+    armed: tuple[Any, ...] | None = None
+    fired: int | None = None
+
+    def armed_value(self, index: int) -> Any:
+        return None if self.armed is None else self.armed[index]
+
+    def fire(self, event_id: int) -> int:
+        self.fired = int(event_id)
+        return 0
+
+
+# The claim's event, written by the claim's own statement (one autocommit statement:
+# SQLite's write lock is held for it alone). Fires only while the connection is armed.
+# The payload is lb_armed(3) whole, or lb_armed(3) || epoch || lb_armed(4) || ref (JSON)
+# || lb_armed(5) when the claimed card is not known before (``claim --next``).
+CLAIM_EVENT_TRIGGER = (
+    "CREATE TEMP TRIGGER IF NOT EXISTS lb_claim_event AFTER UPDATE OF claim_epoch ON "
+    "main.cards WHEN lb_armed(0) IS NOT NULL BEGIN "
+    "INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, payload) "
+    "VALUES (lb_armed(0), 'card.claimed', NEW.id, NEW.project_id, NEW.run_id, lb_armed(1), "
+    "lb_armed(2), CASE WHEN lb_armed(4) IS NULL THEN lb_armed(3) ELSE lb_armed(3) || "
+    "NEW.claim_epoch || lb_armed(4) || json_quote(NEW.ref) || lb_armed(5) END); "
+    "SELECT lb_fired(last_insert_rowid()); END"
+)
+
+
 class SQLiteStore(Store):
     dialect = "sqlite"
     types: ClassVar[dict[str, str]] = {
@@ -118,7 +152,10 @@ class SQLiteStore(Store):
             timeout=self.timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=False,
+            factory=_Raw,
         )
+        conn.create_function("lb_armed", 1, conn.armed_value)
+        conn.create_function("lb_fired", 1, conn.fire)
         conn.execute(f"PRAGMA busy_timeout = {self.timeout_ms}")
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode != "wal":
@@ -126,6 +163,33 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
+
+    def claim_statement(self, sql: str, params: Sequence[Any], armed: tuple[Any, ...]) -> list[Row]:
+        """One claim statement in autocommit, its ``card.claimed`` event written by the
+        statement itself (``CLAIM_EVENT_TRIGGER``): the write lock is held for this one
+        statement, as for a bare ``UPDATE``. ``armed`` is the event's ``at, actor,
+        actor_kind`` and its payload (``lb_armed`` 3-5). Returns the claimed row with its
+        ``event_id`` and ``event_xid``, or nothing; announces the event as a write does.
+        """
+        raw = self._acquire()
+        conn = self._wrap(raw)
+        try:
+            conn.execute(CLAIM_EVENT_TRIGGER)
+            raw.armed, raw.fired = armed, None
+            try:
+                got = conn.execute(sql, params)
+            finally:
+                raw.armed = None
+        except BaseException:
+            self._release(raw, broken=raw.in_transaction)
+            raise
+        self._release(raw)
+        if got:
+            if raw.fired is None:  # never expected: the trigger is made before each claim
+                raise RuntimeError("the claim's event was not written")
+            got[0]["event_id"], got[0]["event_xid"] = raw.fired, 0
+            self._announce(event_of(got))
+        return got
 
     def _wrap(self, raw: sqlite3.Connection) -> _SqliteConn:
         return _SqliteConn(raw, self.path, self.timeout_ms)
