@@ -22,10 +22,8 @@ NOT_READY = (
     "WHERE l.card_id = cards.id AND d.status <> 'done')"
 )
 
-WAITED_ON = (
-    "EXISTS (SELECT 1 FROM links l JOIN cards w ON w.id = l.card_id "
-    "WHERE l.depends_on = cards.id AND w.status NOT IN ('done', 'canceled'))"
-)
+# an open card waits on it (``links.card_open``, migration 210): one index probe
+WAITED_ON = "EXISTS (SELECT 1 FROM links l WHERE l.card_open = 1 AND l.depends_on = cards.id)"
 
 
 class ReadyKey(NamedTuple):
@@ -351,10 +349,11 @@ class ClaimSet(NamedTuple):
 # no ``todo`` card is waited on by an open card (fan-out is weighed in Python) and none
 # is stamped after the reader's clock (the weight's clamp would reorder it): the two
 # conditions under which ``claim_rank`` orders ranked cards exactly (one parameter: now)
+# the open links are read first (SQLite keeps a CROSS JOIN's order): they are few, where
+# ``todo`` cards may be many
 RANK_HOLDS = (
-    "NOT EXISTS (SELECT 1 FROM links l JOIN cards d ON d.id = l.depends_on "
-    "JOIN cards w ON w.id = l.card_id "
-    "WHERE d.status = 'todo' AND w.status NOT IN ('done', 'canceled')) "
+    "NOT EXISTS (SELECT 1 FROM links l CROSS JOIN cards d "
+    "WHERE l.card_open = 1 AND d.id = l.depends_on AND d.status = 'todo') "
     "AND coalesce((SELECT max(status_since) FROM cards WHERE status = 'todo'), 0) <= ?"
 )
 

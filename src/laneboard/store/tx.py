@@ -416,10 +416,7 @@ class Tx(
     def open_dependents(self) -> dict[int, list[int]]:
         """card -> cards (not terminal) that depend on it."""
         out: dict[int, list[int]] = {}
-        for r in self.all(
-            "SELECT l.card_id, l.depends_on FROM links l JOIN cards c ON c.id = l.card_id "
-            "WHERE c.status NOT IN ('done', 'canceled')"
-        ):
+        for r in self.all("SELECT card_id, depends_on FROM links WHERE card_open = 1"):
             out.setdefault(int(r["depends_on"]), []).append(int(r["card_id"]))
         return out
 
@@ -428,9 +425,10 @@ class Tx(
             "SELECT 1 AS x FROM links WHERE card_id = ? AND depends_on = ?", (card_id, depends_on)
         ):
             return False
-        self.run(
-            "INSERT INTO links (card_id, depends_on, created_at) VALUES (?, ?, ?)",
-            (card_id, depends_on, self.now()),
+        self.run(  # card_open: the dependant's status now; a trigger keeps it (migration 210)
+            "INSERT INTO links (card_id, depends_on, created_at, card_open) SELECT ?, ?, ?, "
+            "CASE WHEN status IN ('done', 'canceled') THEN 0 ELSE 1 END FROM cards WHERE id = ?",
+            (card_id, depends_on, self.now(), card_id),
         )
         return True
 
