@@ -78,9 +78,19 @@ def _scrub(text: str, values: list[str]) -> str:
 
 
 def scrub_params(sql: str, params: Iterable[Any]) -> tuple[Any, ...]:
-    """A statement's parameters with secret values redacted (reads are left alone)."""
+    """A statement's parameters with secret values redacted (reads are left alone).
+
+    Every write passes here, so the common case is one look at all its text parameters
+    together: only when some secret (or a token's prefix) occurs in them is each scrubbed.
+    """
     items = tuple(params)
-    if sql.lstrip()[:6].upper() == "SELECT" or not any(isinstance(p, str) for p in items):
+    if sql.lstrip()[:6].upper() == "SELECT":
         return items
+    texts = [p for p in items if isinstance(p, str)]
+    if not texts:
+        return items
+    joined = "\x00".join(texts)
     values = secret_values()
+    if "lbt_" not in joined and not any(v in joined for v in values):
+        return items
     return tuple(_scrub(p, values) if isinstance(p, str) else p for p in items)
