@@ -261,16 +261,26 @@ def test_second_supervisor_refused_and_continue_once_skips(tmp_path: Path) -> No
             "error SUPERVISOR_RUNNING: a supervisor is already running on box"
         )
         store = open_store(env["LANEBOARD_DATABASE_URL"])
-        with store.write() as tx:  # another tick holds the lease
-            assert tx.acquire_lock("tick:box", "elsewhere", 600_000)
+
+        def tick_lease() -> Any:
+            with store.read() as tx:
+                return tx.lock_row("tick:box")
+
+        # the resident keeps the machine's tick lease from its first tick on, between ticks
+        wait_for(lambda: tick_lease() is not None, what="the resident's first tick")
+        held = tick_lease()
+        assert str(held["holder"]).endswith("/tick")
         skipped = _lb(env, "loop", "run", "--continue-once", "--json")
         assert skipped.returncode == 3 and '"state": "skipped"' in skipped.stdout
-        store.close()
+        assert str(held["holder"]) in skipped.stdout
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(30) == 0
         if first.stderr:
             first.stderr.close()
+    with store.read() as tx:  # given back at its shutdown
+        assert tx.lock_row("tick:box") is None
+    store.close()
 
 
 def test_handoff_is_bounded_with_maximal_title_and_id() -> None:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from laneboard.board.service import Board
 from laneboard.domain.model import human
@@ -224,4 +225,90 @@ def test_the_fingerprint_before_a_turn_waits_for_a_landing(
     checkout, before, _ = got[0]  # type: ignore[misc]
     assert checkout == str(repo.resolve()) or checkout == str(repo)
     assert before is not None
+    store.close()
+
+
+def test_a_resident_ticker_keeps_its_tick_lease_and_renews_it_at_half_ttl(
+    store_url: str, tmp_path: Path
+) -> None:
+    store, board, rt = _setup(store_url, tmp_path)
+    clock = store.clock
+    assert isinstance(clock, RealNowClock)
+    ticker = loop.Ticker(rt)
+    ticker.resident = True
+    assert ticker.tick().state == "ran"
+    with store.read() as tx:
+        first = tx.lock_row(loop.tick_lock("m"))
+    assert first is not None and first["holder"] == ticker.holder  # kept after the tick
+    writes: list[int] = []
+    write = store.write
+
+    def counted() -> Any:
+        writes.append(1)
+        return write()
+
+    store.write = counted  # type: ignore[method-assign]
+    board.create_card(human(), "L", "another")
+    # a new card is news for the poll alone: no lease to take, give back or renew
+    result = ticker.tick(news={"card.created"})
+    assert result.state == "ran" and list(result.passes) == ["poll"]
+    assert result.passes["poll"]["claimed"] == ["L-2"]
+    claim_writes = len(writes)
+    with store.read() as tx:
+        assert tx.lock_row(loop.tick_lock("m")) == first
+    clock.advance(seconds=TTL / 2000 + 1)  # past half its TTL: the next tick renews it
+    assert ticker.tick(news={"card.created"}).state == "ran"
+    assert len(writes) == claim_writes + 1
+    with store.read() as tx:
+        renewed = tx.lock_row(loop.tick_lock("m"))
+    assert renewed is not None and renewed["holder"] == ticker.holder
+    assert int(renewed["expires_at"]) > int(first["expires_at"])
+    store.write = write  # type: ignore[method-assign]
+    ticker.let_go()  # at the supervisor's shutdown
+    assert status_report(store, machine="m")["leases"] == []
+    store.close()
+
+
+def test_a_resident_ticker_skips_while_another_process_holds_the_lease(
+    store_url: str, tmp_path: Path
+) -> None:
+    store, _, rt = _setup(store_url, tmp_path)
+    alive = f"m:{os.getpid()}:a-one-shot-tick"
+    with store.write() as tx:
+        assert tx.acquire_lock(loop.tick_lock("m"), alive, TTL)
+    ticker = loop.Ticker(rt)
+    ticker.resident = True
+    result = ticker.tick()
+    assert result.state == "skipped" and alive in result.reason
+    with store.write() as tx:
+        assert tx.release_lock(loop.tick_lock("m"), alive)
+    assert ticker.tick().state == "ran"
+    with store.read() as tx:
+        assert tx.lock_row(loop.tick_lock("m"))["holder"] == ticker.holder
+    store.close()
+
+
+def test_the_heartbeat_carries_the_running_ticks_start_for_the_wedged_verdict(
+    store_url: str, tmp_path: Path
+) -> None:
+    from laneboard.supervisor import instances
+    from laneboard.supervisor.loop import Supervisor
+
+    store, _, rt = _setup(store_url, tmp_path)
+    sup = Supervisor(rt)
+    with store.write() as tx:
+        rt.instance = instances.register(tx, "m", rt.config.time, {})
+    t = rt.config.time
+    sup.ticker.started_at = rt.now() - 2 * t.turn_timeout * 1000 - 1  # a tick stuck this long
+    sup.pulse_once()
+    with store.read() as tx:
+        row = instances.current(tx, "m")
+        assert row is not None and row["tick_started_at"] == sup.ticker.started_at
+        assert instances.verdict(row, tx.now(), t).state == "wedged"
+    sup.ticker.started_at = None  # between ticks
+    sup.pulse_once()
+    with store.read() as tx:
+        row = instances.current(tx, "m")
+        assert row is not None and row["tick_started_at"] is None
+        assert instances.verdict(row, tx.now(), t).state == "running"
     store.close()

@@ -85,9 +85,12 @@ class OpsQueries(Queries):
             (self.now(), iid),
         )
 
-    def supervisor_pulse(self, iid: str) -> None:
-        """Only the heartbeat time (the tick's start and the info are the loop's)."""
-        self.run("UPDATE supervisors SET heartbeat_at = ? WHERE id = ?", (self.now(), iid))
+    def supervisor_pulse(self, iid: str, tick_started_at: int | None) -> None:
+        """The heartbeat time and the running tick's start (the info is the loop's)."""
+        self.run(
+            "UPDATE supervisors SET heartbeat_at = ?, tick_started_at = ? WHERE id = ?",
+            (self.now(), tick_started_at, iid),
+        )
 
     def supervisor_state(self, iid: str) -> str | None:
         got = self.scalar("SELECT state FROM supervisors WHERE id = ?", (iid,))

@@ -2,10 +2,10 @@
 
 **Once per cluster.** The passes that act on the whole board — workflow, patrol and lanes
 (landing, clean-up), and the schedules (their own lease, ``board.schedules``) — run on
-one supervisor at a time, under a lease row named ``pass:<name>``: a tick takes the
-leases it can in its first transaction (with its own ``tick:<machine>`` lease) and gives
-them back in its last, so the cluster costs a tick two statements, not two transactions
-per pass. The
+one supervisor at a time, under a lease row named ``pass:<name>``: a tick that runs one of them takes the
+leases it can in one transaction before its passes (with its own ``tick:<machine>``
+lease, when it does not keep that one already) and gives them back in one after, so the
+cluster costs a tick two statements, not two transactions per pass. The
 poll pass (claiming for this machine) and the session pool run on every machine. Each
 run is recorded in ``pass_runs`` (who, where, when), which ``lb status`` shows.
 

@@ -186,6 +186,11 @@ class Ticker:
         self._own = f"{rt.machine}:{os.getpid()}:{id(self)}"
         self._following = False  # the notifier's cursor exists (made once per process)
         self._patrolled = float("-inf")  # when patrol last ran (monotonic)
+        # the resident supervisor (lb start, lb run) keeps the machine's tick lease from
+        # tick to tick and renews it at half its TTL; a one-shot tick gives it back
+        self.resident = False
+        self._kept: tuple[str, int] | None = None  # (holder, renew at ms) while kept
+        self.started_at: int | None = None  # the running tick's start (the pulse writes it)
 
     def wanted(self, news: set[str] | None) -> list[tuple[str, PassFn]]:
         """The passes a tick runs: all of them, or (an event tick, ``news`` the event
@@ -228,21 +233,30 @@ class Ticker:
             out = {name: fn(rt, True) for name, fn in registered_passes()}
             return TickResult("ran", "dry run", out, (time.perf_counter() - started) * 1000)
         ttl = cluster.pass_ttl_ms(rt)
-        lock = tick_lock(rt.machine)
-        with rt.store.write() as tx:
-            taken, note = leases.acquire(tx, lock, self.holder, ttl, rt.machine)
-            if not taken:
-                return TickResult("skipped", note, {}, (time.perf_counter() - started) * 1000)
-            if note:
-                rt.log.warn("tick", note)
-            if rt.instance:
-                instances.beat(tx, rt.instance, tick_started_at=tx.now())
-            if not self._following:
-                notifier.ensure(tx, rt.machine)
-            passes = self.wanted(news)
-            shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES]
-            runs, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
+        lock, holder = tick_lock(rt.machine), self.holder
+        kept = self._kept is not None and self._kept[0] == holder and now < self._kept[1]
+        passes = self.wanted(news)
+        shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES]
+        runs: dict[str, int] = {}
+        busy: dict[str, str] = {}
+        if not kept or shared or not self._following:
+            with rt.store.write() as tx:
+                if not kept:
+                    self._kept = None
+                    taken, note = leases.acquire(tx, lock, holder, ttl, rt.machine)
+                    if not taken:
+                        return TickResult(
+                            "skipped", note, {}, (time.perf_counter() - started) * 1000
+                        )
+                    if note:
+                        rt.log.warn("tick", note)
+                if not self._following:
+                    notifier.ensure(tx, rt.machine)
+                runs, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
+            if not kept and self.resident:
+                self._kept = (holder, now + ttl // 2)
         self._following = True
+        self.started_at = now
         results: dict[str, Any] = {}
         try:
             for name, fn in passes:
@@ -259,11 +273,12 @@ class Ticker:
             if news is None or "alert" in news:  # alerts are logged as ``alert`` events
                 results["notify"] = self._notify()
         finally:
-            with rt.store.write() as tx:
-                cluster.give_back(tx, rt, runs)
-                tx.release_lock(lock, self.holder)
-                if rt.instance:
-                    instances.beat(tx, rt.instance, tick_started_at=None)
+            self.started_at = None
+            if runs or self._kept is None:
+                with rt.store.write() as tx:
+                    cluster.give_back(tx, rt, runs)
+                    if self._kept is None:
+                        tx.release_lock(lock, holder)
         # the marks read before the passes: a write that landed during them (an agent's
         # delivery, a finished turn) is still news for the next tick, never counted as seen
         if marks is not None:
@@ -272,6 +287,13 @@ class Ticker:
             self.waits_on_rows = _waits_on_rows(results["poll"])
         self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
+
+    def let_go(self) -> None:
+        """Give back the tick lease a resident supervisor keeps (at its shutdown)."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            with self.rt.store.write() as tx:
+                tx.release_lock(tick_lock(self.rt.machine), kept[0])
 
     def _notify(self) -> dict[str, Any]:
         try:
@@ -298,6 +320,7 @@ class Supervisor:
         self.runs: RunsClock | None = RunsClock(rt, self.pool) if drive_runs else None
         rt.pool_alive = lambda: not self.pool.stopping
         self.ticker = Ticker(rt)
+        self.ticker.resident = True
         self.wakeups = Broadcaster(rt.store, poll_s=rt.config.event_poll_ms / 1000, quiet=NOISE)
         self.stop_event = WakingEvent()
         self.stop_event.wakeups = self.wakeups
@@ -467,14 +490,18 @@ class Supervisor:
         loop's own beat adds the pool's state and runs the failover sweep."""
         every = self.rt.config.time.pool_heartbeat
         while not self.stop_event.wait(every):
-            iid = self.rt.instance
-            if iid is None:
-                continue
-            try:
-                with self.rt.store.write() as tx:
-                    tx.supervisor_pulse(iid)
-            except Exception as exc:  # the store is away: the next pulse tries again
-                self.rt.log.warn("supervisor", f"heartbeat failed: {type(exc).__name__}: {exc}")
+            self.pulse_once()
+
+    def pulse_once(self) -> None:
+        """One heartbeat, with the start of the tick running now (None between ticks)."""
+        iid = self.rt.instance
+        if iid is None:
+            return
+        try:
+            with self.rt.store.write() as tx:
+                tx.supervisor_pulse(iid, self.ticker.started_at)
+        except Exception as exc:  # the store is away: the next pulse tries again
+            self.rt.log.warn("supervisor", f"heartbeat failed: {type(exc).__name__}: {exc}")
 
     def _news(
         self, marks: tuple[EventCursor, EventCursor]
@@ -502,6 +529,10 @@ class Supervisor:
     def shutdown(self) -> None:
         rt = self.rt
         self.pool.shutdown()
+        try:
+            self.ticker.let_go()
+        except Exception as exc:  # the board may be gone: the lease expires or is broken
+            rt.log.warn("supervisor", f"giving back the tick lease failed: {exc}")
         if rt.instance is not None:
             with rt.store.write() as tx:
                 instances.stop(tx, rt.instance)
