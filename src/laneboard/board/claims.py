@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from laneboard.board import inputs
@@ -11,7 +12,8 @@ from laneboard.domain.model import Actor, ActorKind, Card, CommentKind
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError, not_found
 from laneboard.store import Row, rows
-from laneboard.store.claim_sql import ClaimSet, ReadyKey, claim_with_event, ranked_claim_with_event
+from laneboard.store.claim_sql import ReadyKey, claim_with_event
+from laneboard.store.rank_sql import ClaimSet, ranked_claim_with_event
 from laneboard.store.rows import dep_ids, dumps
 from laneboard.store.tx import Tx, claim_probe
 
@@ -42,6 +44,7 @@ def _claimed_payload(before: Row, who: str, epoch: int, *, takeover: bool) -> di
 _EPOCH, _REF = -7_211_000, "\x00"  # stand-ins, in the template of a ``card.claimed`` payload
 
 
+@functools.lru_cache(maxsize=256)
 def _claimed_template(who: str) -> tuple[str, str, str]:
     """A ``claim --next`` payload's text around its epoch and its ref (JSON string).
 

@@ -61,9 +61,11 @@ class Announcer:
             if not self._queued and (now - self._last >= self.gap_s or self._closed):
                 self._last = now
                 return True
+            was_queued = self._queued
             self._queue(types)
-            self._ensure_thread()
-            self._cond.notify()
+            if not was_queued:  # else the thread already waits for this gap to end
+                self._ensure_thread()
+                self._cond.notify()
             return False
 
     def flush(self) -> None:

@@ -42,8 +42,22 @@ def quote_ident(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _convert(sql: str) -> tuple[str, bool | None]:
-    """psycopg's form of a statement, and whether it may be prepared (None: automatic)."""
-    return sql.replace("%", "%%").replace("?", "%s"), (False if _STAR.search(sql) else None)
+    """The server's form of a statement (``$1``, ``$2``, ...: it is sent as it is, through
+    ``_run``), and whether it may be prepared (None: automatically)."""
+    parts = sql.split("?")
+    text = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
+    return text, (False if _STAR.search(sql) else None)
+
+
+def _run(raw: Any, text: str, params: Sequence[Any], prepare: bool | None) -> Any:
+    """Execute a statement in the server's own placeholders (``_convert``) on a raw cursor:
+    psycopg then parses no query text (it does for ``%s``, on every call for a statement
+    over 4 kB), and the statement is prepared as usual."""
+    from psycopg import RawCursor
+
+    cur = RawCursor(raw)
+    cur.execute(text, params, prepare=prepare)
+    return cur
 
 
 NOTIFY_TYPES_MAX = 1000  # a longer list of event types is announced as '' (unknown)
@@ -69,7 +83,7 @@ class _PgConn(Conn):
 
         try:
             text, prepare = _convert(sql)
-            cur = self.raw.execute(text, scrub_params(sql, params), prepare=prepare)
+            cur = _run(self.raw, text, scrub_params(sql, params), prepare)
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.DataError as exc:  # the board checks input first; this is the net
@@ -153,7 +167,7 @@ class PostgresStore(Store):
         raw = self._acquire()
         text, prepare = _convert(sql)
         try:
-            cur = raw.execute(text, scrub_params(sql, params), prepare=prepare)
+            cur = _run(raw, text, scrub_params(sql, params), prepare)
             got: list[Row] = cur.fetchall() if cur.pgresult and cur.pgresult.nfields else []
         except psycopg.OperationalError:
             self._release(raw, broken=True)
