@@ -84,9 +84,17 @@ def test_the_first_write_after_a_quiet_spell_ticks_without_the_debounce(
 
 def _hold_the_first_row_for_a_tick(run: Running, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Close the first turn's queue row only after a tick that runs meanwhile (or a
-    second: ``turn.finished`` is the turn path's own record and wakes no tick itself)."""
+    second: ``turn.finished`` is the turn path's own record and wakes no tick itself).
+    The row then closes as the turns that do not end their card's part close it — in a
+    write of its own after the turn's end — not with the turn's end (``close_left``)."""
     real_finish = outcomes.finish_row
+    real_close = outcomes.close_left
     held: list[int] = []
+
+    def close_later(*args: Any) -> bool:
+        return bool(held) and real_close(*args)
+
+    monkeypatch.setattr(outcomes, "close_left", close_later)
 
     def finish_after_a_tick(pool: Any, row: Any, state: str, *, note: str) -> None:
         if not held:

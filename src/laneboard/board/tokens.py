@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard.board import inputs
 from laneboard.board.authority import Caller, require
@@ -13,6 +13,9 @@ from laneboard.domain.clock import iso
 from laneboard.domain.model import Actor, ActorKind
 from laneboard.errors import LaneboardError, bad_input
 from laneboard.store import Store
+
+if TYPE_CHECKING:
+    from laneboard.store.tx import Tx
 
 PREFIX = "lbt_"
 
@@ -58,6 +61,45 @@ def _info(r: dict[str, Any]) -> TokenInfo:
     )
 
 
+def _insert(
+    tx: Tx, actor: Actor, token: str, name: str, kind: str,
+    card_id: int | None, epoch: int | None, expires_at: int | None,
+) -> TokenInfo:  # fmt: skip
+    r = tx.insert_token(digest(token), name, kind, card_id, epoch, expires_at)
+    tx.append_event(
+        "token.created",
+        actor,
+        card_id=card_id,
+        payload={"token": r["id"], "name": name, "kind": kind},
+    )
+    return _info(r)
+
+
+@dataclass(frozen=True)
+class AgentToken:
+    """An agent token made for a session before its turn (its environment and token file
+    name it) and stored in the transaction that starts the turn: an agent acts only on
+    its prompt, which is sent after that commit."""
+
+    token: str
+    name: str
+    card_id: int
+    epoch: int
+    expires_at: int
+
+    @classmethod
+    def mint(cls, name: str, card_id: int, epoch: int, expires_at: int) -> AgentToken:
+        inputs.text(name, "token name", limit=200)
+        return cls(PREFIX + secrets.token_urlsafe(32), name, card_id, epoch, expires_at)
+
+    def store(self, tx: Tx, actor: Actor) -> TokenInfo:
+        """The token's row and its ``token.created`` event, in the caller's transaction."""
+        require(actor, Caller.PERSON, "create tokens")
+        return _insert(
+            tx, actor, self.token, self.name, "agent", self.card_id, self.epoch, self.expires_at
+        )
+
+
 class Tokens:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -85,14 +127,8 @@ class Tokens:
             inputs.cursor(epoch, "epoch")
         token = PREFIX + secrets.token_urlsafe(32)
         with self.store.write() as tx:
-            r = tx.insert_token(digest(token), name, kind, card_id, epoch, expires_at)
-            tx.append_event(
-                "token.created",
-                actor,
-                card_id=card_id,
-                payload={"token": r["id"], "name": name, "kind": kind},
-            )
-        return token, _info(r)
+            info = _insert(tx, actor, token, name, kind, card_id, epoch, expires_at)
+        return token, info
 
     def list(self, actor: Actor) -> list[TokenInfo]:
         require(actor, Caller.PERSON, "list tokens")

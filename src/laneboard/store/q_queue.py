@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
+from laneboard.store import rows
 from laneboard.store.base import Row
 from laneboard.store.q_base import Queries
 from laneboard.store.rows import dumps
+
+if TYPE_CHECKING:
+    from laneboard.domain.model import Project
 
 
 class QueueQueries(Queries):
@@ -196,6 +201,50 @@ class QueueQueries(Queries):
         )
         assert r is not None
         return r
+
+    def upsert_session(self, agent_kind: str, lane_key: str, values: dict[str, Any]) -> Row:
+        """The record of (kind, lane) written in one statement: inserted, or reused with
+        ``values`` (as for ``insert_session``); a replayed session used again with the same
+        native id stays marked replayed. Returns it."""
+        now = self.now()
+        v = values
+        r = self.one(
+            "INSERT INTO sessions (agent_kind, lane_key, card_id, role, cwd, native_id, "
+            "round, state, resumed_by_replay, pid, last_used_at, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (agent_kind, lane_key) DO UPDATE SET card_id = excluded.card_id, "
+            "role = excluded.role, cwd = excluded.cwd, native_id = excluded.native_id, "
+            "round = excluded.round, state = excluded.state, resumed_by_replay = CASE "
+            "WHEN sessions.resumed_by_replay = 1 AND (sessions.native_id = excluded.native_id "
+            "OR (sessions.native_id IS NULL AND excluded.native_id IS NULL)) THEN 1 "
+            "ELSE excluded.resumed_by_replay END, pid = excluded.pid, "
+            "last_used_at = excluded.last_used_at, updated_at = excluded.updated_at "
+            "RETURNING *",
+            (
+                agent_kind,
+                lane_key,
+                v["card_id"],
+                v["role"],
+                v["cwd"],
+                v["native_id"],
+                v["round"],
+                v["state"],
+                1 if v["replayed"] else 0,
+                v["pid"],
+                now,
+                now,
+                now,
+            ),
+        )
+        assert r is not None
+        return r
+
+    def turn_project(self, project_id: int) -> tuple[Project | None, dict[str, Any]]:
+        """A turn's project and its board settings (``project_config``), in one read."""
+        r = self.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+        if r is None:
+            return None, {}
+        return rows.project(r), dict(json.loads(r["config"])) if r["config"] else {}
 
     def update_session(self, rec_id: int, values: dict[str, Any]) -> Row:
         """Reuse a session record; ``values`` as for ``insert_session``; returns it."""

@@ -23,6 +23,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from laneboard.workspace import git as g
 
 if TYPE_CHECKING:
     from laneboard.supervisor.runtime import Runtime
+    from laneboard.workspace.lanes import Lane
 
 NO_KIND_EVERY_S = 600.0
 _said: dict[tuple[int, str], float] = {}
@@ -181,14 +183,12 @@ def check_after_turn(
     return diff
 
 
-def check_lane_scope(rt: Runtime, card: Card) -> list[str]:
-    """After a turn: the lane's changes lie within ``allowed_paths`` (and no symlink leaves
-    the repository); otherwise the card is held. Returns the paths outside."""
-    from laneboard.workspace import lanes
+def check_lane_scope(rt: Runtime, card: Card, lane: Lane | None) -> list[str]:
+    """After a turn: the changes of the turn's lane (``lane``, read after the turn) lie
+    within ``allowed_paths`` (and no symlink leaves the repository); otherwise the card is
+    held. Returns the paths outside."""
     from laneboard.workspace.verify import changed_paths, scope_violations
 
-    with rt.store.autocommit() as tx:
-        lane = lanes.lane_for(tx, card.id, card.delivery_round)
     if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.path):
         return []
     try:
@@ -312,16 +312,22 @@ def _original(rt: Runtime, card: Card) -> Card:
     return rt.card(oid) if oid is not None else card
 
 
-def with_checks(rt: Runtime, role: Role, card: Card) -> Role:
+def with_checks(
+    rt: Runtime, role: Role, card: Card, settings: Mapping[str, Any] | None = None
+) -> Role:
     """The card's ``checks`` and the project's review gate join the commands a worker or a
-    reviewer may run (for a review card: those of the card it reviews)."""
+    reviewer may run (for a review card: those of the card it reviews). ``settings``: the
+    board settings of the card's project, when the caller has read them."""
     if role.lane == "director":
         return role
     from laneboard.workspace.verify import gate_commands
 
     original = _original(rt, card)
-    with rt.store.autocommit() as tx:
-        cfg = tx.project_config(original.project_id)
+    if settings is not None and original.project_id == card.project_id:
+        cfg = dict(settings)
+    else:
+        with rt.store.autocommit() as tx:
+            cfg = tx.project_config(original.project_id)
     have = list(role.extra.get("check_commands") or ())
     extra = [c for c in gate_commands(original, cfg) if c not in have]
     if not extra:

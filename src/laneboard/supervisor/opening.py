@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from laneboard.agents.base import AdapterError, Session
 from laneboard.agents.env import agent_env
 from laneboard.agents.sandbox import Sandbox
-from laneboard.board.tokens import Tokens
+from laneboard.board.tokens import AgentToken
 from laneboard.domain import prompts
-from laneboard.domain.model import Card
+from laneboard.domain.model import Card, Project
 from laneboard.domain.roles import Role
 from laneboard.secrets import register as register_secrets
 from laneboard.supervisor import board_socket, boundary, records, sandboxing
@@ -38,14 +38,28 @@ def lane_key(role: Role, card: Card) -> str:
     return f"{lane}:{card.ref}:r{card.delivery_round}"
 
 
+class Opened(NamedTuple):
+    """A turn's session, its prompt, its record (None: a new session, recorded when the
+    turn starts), whether it was replayed, and the agent token it was given."""
+
+    session: Session
+    prompt: str
+    rec_id: int | None
+    replayed: bool
+    token: AgentToken
+
+
 def open_turn(
-    pool: Pool, row: QueueRow, card: Card, role: Role, kind: str, key: str
-) -> tuple[Session, str, int | None, bool]:
-    """The session for this turn, its prompt, its record id, and whether it was replayed."""
+    pool: Pool, row: QueueRow, card: Card, role: Role, kind: str, key: str,
+    project: Project | None = None,
+) -> Opened:  # fmt: skip
+    """The session for this turn, its prompt, its record id, whether it was replayed and
+    its agent token (stored with the turn's start: nothing runs on it before its prompt).
+    ``project``: the card's project, as the pool read it for the turn."""
     rt = pool.rt
     adapter = pool.adapter(kind)
-    env = session_env(rt, card, role)
-    box = session_sandbox(rt, card, kind, key, row.target_dir, env)
+    env, token = session_env(rt, card, role)
+    box = session_sandbox(rt, card, kind, key, row.target_dir, env, project)
     carry(pool, row, card, role, kind, key)
     with rt.store.autocommit() as tx:
         rec = records.session_record(tx, kind, key)
@@ -55,8 +69,8 @@ def open_turn(
         live = pool.live.get((kind, key))
     if live is not None and live.session.alive() and rec is not None:
         live.busy, live.last_used = True, time.monotonic()
-        session_env(rt, card, role)  # the live session's token file follows the new claim epoch
-        return live.session, prompts.resume(card, reason, detail), rec.id, False
+        # its token file already names the new token, for the new claim epoch
+        return Opened(live.session, prompts.resume(card, reason, detail), rec.id, False, token)
     if live is not None:
         pool.forget(kind, key)
     if rec is not None and rec.native_id and rec.round == card.delivery_round:
@@ -67,7 +81,7 @@ def open_turn(
                 pool.remember(kind, key, card.id, session)
                 with pool.lock:
                     pool.reopened.add(row.id)
-                return session, prompts.resume(card, reason, detail), rec.id, False
+                return Opened(session, prompts.resume(card, reason, detail), rec.id, False, token)
             except AdapterError as exc:
                 why = str(exc)
         with rt.store.autocommit() as tx:
@@ -75,27 +89,15 @@ def open_turn(
         session = adapter.open_session(row.target_dir, None, role, env, box)
         pool.remember(kind, key, card.id, session)
         transcript = [prompts.TranscriptTurn(t["prompt"], t["final_text"]) for t in turns]
-        return session, prompts.replay(card, role, transcript, why), rec.id, True
+        return Opened(session, prompts.replay(card, role, transcript, why), rec.id, True, token)
     pool.evict_if_full()
     session = adapter.open_session(row.target_dir, None, role, env, box)
     pool.remember(kind, key, card.id, session)
-    with rt.store.write() as tx:
-        new = records.save_session(
-            tx,
-            kind,
-            key,
-            card_id=card.id,
-            role=role.id,
-            cwd=row.target_dir,
-            native_id=session.session_id,
-            round_=card.delivery_round,
-            state="open",
-            pid=session.pid,
-        )
     prompt = prompts.handoff(card, role, brief_path(row.target_dir, card))
     if "reviewer" in role.lanes:
         prompt += boundary.review_evidence(rt, card)
-    return session, prompt, new.id, False
+    # a new session is recorded, its native id with it, in the turn's start transaction
+    return Opened(session, prompt, rec.id if rec is not None else None, False, token)
 
 
 def carry(pool: Pool, row: QueueRow, card: Card, role: Role, kind: str, key: str) -> None:
@@ -133,18 +135,12 @@ def carry(pool: Pool, row: QueueRow, card: Card, role: Role, kind: str, key: str
             pool.live[(kind, key)] = live
 
 
-def session_env(rt: Runtime, card: Card, role: Role) -> dict[str, str]:
-    """A fresh agent token for the card's claim (also written to its token file), and the
-    environment the agent's processes start with."""
+def session_env(rt: Runtime, card: Card, role: Role) -> tuple[dict[str, str], AgentToken]:
+    """A fresh agent token for the card's claim (written to its token file; stored by the
+    caller, ``AgentToken.store``), and the environment the agent's processes start with."""
     ttl = rt.config.time.turn_timeout * 3 * 1000
-    token, _ = Tokens(rt.store).create(
-        rt.actor,
-        role.id,
-        "agent",
-        card_id=card.id,
-        epoch=card.claim_epoch,
-        expires_at=rt.now() + ttl,
-    )
+    pending = AgentToken.mint(role.id, card.id, card.claim_epoch, rt.now() + ttl)
+    token = pending.token
     register_secrets([token], rt.config.agent_kinds.get(role.agent, {}).get("secret_env", ()))
     tokfile = sandboxing.token_file(rt.config, card.ref)
     sandboxing.write_token(tokfile, token)
@@ -169,15 +165,17 @@ def session_env(rt: Runtime, card: Card, role: Role) -> dict[str, str]:
             ),
         },
     )
-    return env
+    return env, pending
 
 
 def session_sandbox(
-    rt: Runtime, card: Card, kind: str, key: str, cwd: str, env: dict[str, str]
-) -> Sandbox | None:
+    rt: Runtime, card: Card, kind: str, key: str, cwd: str, env: dict[str, str],
+    project: Project | None = None,
+) -> Sandbox | None:  # fmt: skip
     """The sandbox the session's processes start in (None: the sandbox is off)."""
-    with rt.store.autocommit() as tx:
-        project = tx.project(id=card.project_id)
+    if project is None or project.id != card.project_id:
+        with rt.store.autocommit() as tx:
+            project = tx.project(id=card.project_id)
     path = checkout_of(project, rt.clones) if project else None  # a remote's: this machine's clone
     probe = (
         rt.admitter.primary_checkout if isinstance(rt.admitter, LaneAdmitter) else primary_checkout

@@ -43,6 +43,27 @@ def dispatch_backoff_ms(card: Card, now: int) -> int:
     return max(0, wait)
 
 
+def close_left(
+    tx: Tx, row: QueueRow, fresh: Card | None, rec_id: int | None, session: Session
+) -> bool:
+    """In the transaction that records a turn's end, ``fresh`` the card read there: when
+    the card left the turn — delivered, held, moved or claimed again — the row is done and
+    the session idle. True when it did (``after_turn`` is then told ``closed``)."""
+    if fresh is None or (fresh.status is Status.IN_PROGRESS and fresh.claim_epoch == row.epoch):
+        return False
+    note = "delivered" if fresh.status is not Status.IN_PROGRESS else "turn ended"
+    records.set_row(
+        tx,
+        row.id,
+        state="done",
+        pid=None,
+        payload={**row.payload, "note": f"{note}: card is {fresh.status.value}"},
+    )
+    if rec_id is not None:
+        records.set_session_state(tx, rec_id, "idle", session.pid)
+    return True
+
+
 def after_turn(
     pool: Pool,
     row: QueueRow,
@@ -53,10 +74,15 @@ def after_turn(
     session: Session,
     result: TurnResult,
     outcome: str,
+    fresh: Card | None = None,
+    *,
+    closed: bool = False,
 ) -> None:
-    """Record what the turn led to; only then is the session idle (closable by ping)."""
+    """Record what the turn led to; only then is the session idle (closable by ping).
+    ``fresh``: the card as read when the turn's end was recorded; ``closed``: that
+    transaction already closed the row (``close_left``)."""
     try:
-        _after_turn(pool, row, card, kind, key, rec_id, session, result, outcome)
+        _after_turn(pool, row, card, kind, key, rec_id, session, result, outcome, fresh, closed)
     finally:
         with pool.lock:
             live = pool.live.get((kind, key))
@@ -74,12 +100,19 @@ def _after_turn(
     session: Session,
     result: TurnResult,
     outcome: str,
+    fresh: Card | None,
+    closed: bool,
 ) -> None:
     rt = pool.rt
     with pool.lock:
         reopened = row.id in pool.reopened
         pool.reopened.discard(row.id)
-    fresh = rt.card(card.id)
+    if closed:  # the card left the turn: its row and session were closed with the turn
+        if outcome != "ok":
+            pool.forget(kind, key)
+        return
+    if fresh is None:
+        fresh = rt.card(card.id)
     delivered = fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch
     if outcome == "interrupted" and not delivered:
         with rt.store.write() as tx:
@@ -98,7 +131,6 @@ def _after_turn(
     if outcome == "stopped" and not delivered:
         stopped(pool, row, card, rec_id, session)
         return
-    fresh = rt.card(card.id)
     if (
         outcome == "ok"
         and fresh.status is Status.IN_PROGRESS

@@ -187,16 +187,17 @@ class Pool:
             )
             return
         with rt.store.autocommit() as tx:
-            project = tx.project(id=card.project_id)
+            project, settings = tx.turn_project(card.project_id)
         role = rt.project_roles(project).get(row.role) or Role(row.role)
-        role = boundary.with_checks(rt, role, card)
+        role = boundary.with_checks(rt, role, card, settings)
         kind = str(row.payload.get("agent_kind") or rt.kind_for(role) or role.agent)
         key = lane_key(role, card)
         try:
-            session, prompt, rec_id, replayed = opening.open_turn(self, row, card, role, kind, key)
+            opened = opening.open_turn(self, row, card, role, kind, key, project)
         except (AdapterError, LaneboardError, OSError) as exc:
             outcomes.dispatch_failed(self, row, card, str(exc), outcomes.config_fix(exc))
             return
+        session = opened.session
         with self.lock:
             running = self.running.get(row.id)
             if running is not None:
@@ -207,9 +208,7 @@ class Pool:
             # meanwhile): a (card, round) turn never starts after that
             moved = outcomes.moved_on(tx.card(card.id, lock=True), row)
             if moved is None:
-                turn_id, prompt = self._start_turn(
-                    tx, row, card, role, kind, key, session, prompt, rec_id, replayed
-                )
+                turn_id, prompt, rec_id = self._start_turn(tx, row, card, role, kind, key, opened)
         if moved is not None:
             self._release(kind, key, session)
             outcomes.finish_row(self, row, "done", note=f"completed before its turn: {moved}")
@@ -224,11 +223,14 @@ class Pool:
 
     def _start_turn(
         self, tx: Tx, row: QueueRow, card: Card, role: Role, kind: str, key: str,
-        session: Session, prompt: str, rec_id: int | None, replayed: bool,
-    ) -> tuple[int, str]:  # fmt: skip
-        """The turn's records and its ``turn.started`` event, in the caller's transaction."""
+        opened: opening.Opened,
+    ) -> tuple[int, str, int]:  # fmt: skip
+        """The turn's records — its agent token, its session's record with the native id,
+        the turn — and its ``turn.started`` event, in the caller's transaction: (turn id,
+        prompt, session record id)."""
         rt = self.rt
-        records.save_session(
+        session, replayed = opened.session, opened.replayed
+        rec = records.save_session(
             tx,
             kind,
             key,
@@ -243,11 +245,14 @@ class Pool:
         )
         records.set_row(tx, row.id, pid=session.pid)
         followups = tx.pending_followups(card.id)
-        prompt = prompts.with_followups(prompt, [(f["author"], f["body"]) for f in followups])
+        prompt = prompts.with_followups(
+            opened.prompt, [(f["author"], f["body"]) for f in followups]
+        )
         turn_id = records.start_turn(
-            tx, row.id, card.id, card.delivery_round, rec_id, kind, session.session_id, prompt
+            tx, row.id, card.id, card.delivery_round, rec.id, kind, session.session_id, prompt
         )
         tx.deliver_followups([int(f["id"]) for f in followups], turn_id)
+        opened.token.store(tx, rt.actor)  # its event, like every event, after the writes
         tx.append_event(
             "turn.started",
             rt.actor,
@@ -265,7 +270,7 @@ class Pool:
                 "followups": len(followups),
             },
         )
-        return turn_id, prompt
+        return turn_id, prompt, rec.id
 
     def _turn_body(
         self, row: QueueRow, card: Card, kind: str, key: str, session: Session, prompt: str,
@@ -298,9 +303,11 @@ class Pool:
         except BaseException:
             sink.abandon()  # what was read is kept; the row is handed back by _run
             raise
+        with rt.store.autocommit() as tx:  # the turn's lane as the turn left it
+            lane = lanes.lane_for(tx, card.id, card.delivery_round)
         if not boundary.check_after_turn(rt, card, checkout, before, mark):
-            boundary.check_lane_scope(rt, card)
-        lanes.publish_delivery(rt.store, card.id)
+            boundary.check_lane_scope(rt, card, lane)
+        lanes.publish_delivery(rt.store, card, lane)
         with self.lock:
             running = self.running.get(row.id)
             timed_out = result.timed_out or bool(running and running.timed_out)
@@ -328,7 +335,11 @@ class Pool:
                 exit_code=result.exit_code,
                 usage=result.usage.to_dict(),
             )
-            tx.append_event(
+            # the common end — the card left the turn (delivered, held, moved): its row
+            # is done and its session idle in this same transaction
+            fresh = tx.card(card.id)
+            closed = not forced and outcomes.close_left(tx, row, fresh, rec_id, session)
+            tx.append_event(  # last: the event goes with the commit
                 "turn.finished",
                 rt.actor,
                 card_id=card.id,
@@ -345,7 +356,9 @@ class Pool:
         if forced:
             outcomes.after_force_stop(self, row, card, kind, key, rec_id)
             return
-        outcomes.after_turn(self, row, card, kind, key, rec_id, session, result, outcome)
+        outcomes.after_turn(
+            self, row, card, kind, key, rec_id, session, result, outcome, fresh, closed=closed
+        )
 
     def _before_turn(self, card: Card) -> tuple[str | None, boundary.Fingerprint | None, int]:
         """The user's checkout of the card's lane and its fingerprint, before a turn."""

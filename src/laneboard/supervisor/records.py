@@ -221,9 +221,7 @@ def save_session(
     replayed: bool = False,
     pid: int | None = None,
 ) -> SessionRecord:
-    existing = session_record(tx, agent_kind, lane_key)
-    if existing is not None and existing.resumed_by_replay and existing.native_id == native_id:
-        replayed = True  # the same replayed session, used again: it stays marked
+    # one statement: a replayed session used again (the same native id) stays marked
     values = {
         "card_id": card_id,
         "role": role,
@@ -234,9 +232,7 @@ def save_session(
         "replayed": replayed,
         "pid": pid,
     }
-    if existing is None:
-        return _srec(tx.insert_session(agent_kind, lane_key, values))
-    return _srec(tx.update_session(existing.id, values))
+    return _srec(tx.upsert_session(agent_kind, lane_key, values))
 
 
 def set_session_state(tx: Tx, rec_id: int, state: str, pid: int | None = None) -> None:

@@ -237,14 +237,12 @@ def publish_verified(store: Store, lane: Lane) -> None:
             log.warning("cannot publish %s of %s: %s", commit[:12], lane.branch, exc)
 
 
-def publish_delivery(store: Store, card_id: int) -> str | None:
-    """After a turn: publish the verified commit of the card's current round, if any."""
-    with store.read() as tx:
-        card = tx.card(card_id)
-        lane = lane_for(tx, card_id, card.delivery_round) if card else None
-    if card is None or lane is None or lane.state != "active" or not os.path.isdir(lane.path):
+def publish_delivery(store: Store, card: Card, lane: Lane | None) -> str | None:
+    """After a turn: publish the verified commit of the turn's round (``card`` as the turn
+    began, ``lane`` its round's lane as read after the turn), if any."""
+    if lane is None or lane.state != "active" or not os.path.isdir(lane.path):
         return None
-    commit = delivered_commit(store, card_id, card.delivery_round)
+    commit = delivered_commit(store, card.id, card.delivery_round)
     if commit is None:
         return None
     try:
