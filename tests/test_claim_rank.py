@@ -156,9 +156,9 @@ def test_a_write_on_a_stale_version_writes_nothing(store: Store, board: Board) -
         assert tx.max_event_id() == events
 
 
-RANK_DDL = (
-    "DROP INDEX cards_claim_rank",
-    "DROP INDEX cards_status_unranked",
+RANK_DDL = (  # the indexes on claim_rank are migration 220's since then
+    "DROP INDEX cards_todo_rank",
+    "DROP INDEX cards_todo_unranked",
     "DROP INDEX cards_status_since",
     "ALTER TABLE cards DROP COLUMN claim_rank",
     "DELETE FROM schema_migrations WHERE version = 150",

@@ -18,7 +18,9 @@ def expected_shape(table: Table) -> dict[str, Any]:
     return {
         "columns": {c.name: (c.family, c.nullable) for c in table.columns},
         "primary_key": tuple(table.primary_key),
-        "indexes": {ix.name: (tuple(ix.columns), ix.unique) for ix in table.indexes},
+        "indexes": {
+            ix.name: (tuple(ix.columns), ix.unique, ix.where is not None) for ix in table.indexes
+        },
     }
 
 
@@ -31,9 +33,9 @@ def test_built_schema_equals_declared(store: Store) -> None:
         exp = expected_shape(table)
         assert got["columns"] == exp["columns"], f"columns of {name}"
         assert tuple(got["primary_key"]) == exp["primary_key"], f"primary key of {name}"
-        assert {k: (tuple(v[0]), bool(v[1])) for k, v in got["indexes"].items()} == exp[
-            "indexes"
-        ], f"indexes of {name}"
+        assert {k: (tuple(v[0]), bool(v[1]), bool(v[2])) for k, v in got["indexes"].items()} == (
+            exp["indexes"]
+        ), f"indexes of {name}"
 
 
 def test_declared_schema_is_well_formed() -> None:

@@ -315,6 +315,7 @@ class PostgresStore(Store):
             indexes = {}
             for ix in raw.execute(
                 "SELECT c.relname AS iname, i.indisunique AS uniq, "
+                "i.indpred IS NOT NULL AS part, "
                 "array(SELECT a.attname FROM unnest(i.indkey) WITH ORDINALITY k(n, o) "
                 "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n "
                 "ORDER BY k.o) AS cols "
@@ -322,7 +323,7 @@ class PostgresStore(Store):
                 "WHERE i.indrelid = %s::regclass AND NOT i.indisprimary",
                 (name,),
             ):
-                indexes[ix["iname"]] = (tuple(ix["cols"]), bool(ix["uniq"]))
+                indexes[ix["iname"]] = (tuple(ix["cols"]), bool(ix["uniq"]), bool(ix["part"]))
             tables[name] = {"columns": cols, "primary_key": pk, "indexes": indexes}
         return tables
 

@@ -28,6 +28,7 @@ class Index:
     name: str
     columns: tuple[str, ...]
     unique: bool = False
+    where: str | None = None  # a partial index: only the rows this condition holds for
 
 
 @dataclass(frozen=True)

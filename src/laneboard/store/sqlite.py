@@ -256,11 +256,11 @@ class SQLiteStore(Store):
                 if pkpos:
                     pk.append((pkpos, col))
             indexes = {}
-            for _seq, iname, unique, origin, _partial in raw.execute(f"PRAGMA index_list({name})"):
+            for _seq, iname, unique, origin, partial in raw.execute(f"PRAGMA index_list({name})"):
                 if origin != "c":
                     continue
                 icols = tuple(r[2] for r in raw.execute(f"PRAGMA index_info({iname})"))
-                indexes[iname] = (icols, bool(unique))
+                indexes[iname] = (icols, bool(unique), bool(partial))
             tables[name] = {
                 "columns": cols,
                 "primary_key": tuple(c for _, c in sorted(pk)),

@@ -11,6 +11,7 @@ import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 
 from laneboard.store.schema import SCHEMA_MIGRATIONS, Table
 
@@ -52,10 +53,11 @@ def latest() -> int:
     return max(m.version for m in all_migrations())
 
 
-def declared() -> dict[str, Table]:
-    """The declared schema: every table the migrations declare, by name."""
+@cache
+def declared() -> Mapping[str, Table]:
+    """The declared schema: every table the migrations declare, by name (read-only)."""
     tables = {SCHEMA_MIGRATIONS.name: SCHEMA_MIGRATIONS}
     for m in all_migrations():
         for t in m.tables:
             tables[t.name] = t
-    return tables
+    return MappingProxyType(tables)

@@ -20,7 +20,12 @@ TABLES: tuple[Table, ...] = (
         (
             Index("queue_state_machine", ("state", "machine")),
             Index("queue_card", ("card_id", "id")),
-            Index("queue_active_card_role", ("card_id", "role", "kind"), True),
+            Index(
+                "queue_active_card_role",
+                ("card_id", "role", "kind"),
+                True,
+                "state IN ('pending', 'processing')",
+            ),
         ),
     ),
     Table(
