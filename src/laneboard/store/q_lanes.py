@@ -96,17 +96,17 @@ class LaneQueries(Queries):
         )
         return [int(r["id"]) for r in got]
 
-    def terminal_lane_ids(self, card_id: int | None = None) -> list[int]:
+    def terminal_lane_rows(self, card_id: int | None = None) -> list[Row]:
         """Active or landed lanes of terminal cards (of one card if given), by id."""
         sql = (
-            "SELECT l.id FROM lanes l JOIN cards c ON c.id = l.card_id "
+            "SELECT l.* FROM lanes l JOIN cards c ON c.id = l.card_id "
             "WHERE l.state IN ('active', 'landed') AND c.status IN ('done', 'canceled')"
         )
         params: tuple[Any, ...] = ()
         if card_id is not None:
             sql += " AND c.id = ?"
             params = (card_id,)
-        return [int(r["id"]) for r in self.all(sql + " ORDER BY l.id", params)]
+        return self.all(sql + " ORDER BY l.id", params)
 
     def last_landing_event(self, card_id: int) -> Row | None:
         """The newest ``lane.landed`` or ``lane.land_blocked`` event of a card (type, payload)."""

@@ -36,7 +36,6 @@ from laneboard.workspace import git as g
 
 if TYPE_CHECKING:
     from laneboard.supervisor.runtime import Runtime
-    from laneboard.workspace.lanes import Lane
 
 NO_KIND_EVERY_S = 600.0
 _said: dict[tuple[int, str], float] = {}
@@ -183,12 +182,14 @@ def check_after_turn(
     return diff
 
 
-def check_lane_scope(rt: Runtime, card: Card, lane: Lane | None) -> list[str]:
-    """After a turn: the changes of the turn's lane (``lane``, read after the turn) lie
-    within ``allowed_paths`` (and no symlink leaves the repository); otherwise the card is
-    held. Returns the paths outside."""
+def check_lane_scope(rt: Runtime, card: Card) -> list[str]:
+    """After a turn: the lane's changes lie within ``allowed_paths`` (and no symlink leaves
+    the repository); otherwise the card is held. Returns the paths outside."""
+    from laneboard.workspace import lanes
     from laneboard.workspace.verify import changed_paths, scope_violations
 
+    with rt.store.autocommit() as tx:
+        lane = lanes.lane_for(tx, card.id, card.delivery_round)
     if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.path):
         return []
     try:

@@ -303,11 +303,9 @@ class Pool:
         except BaseException:
             sink.abandon()  # what was read is kept; the row is handed back by _run
             raise
-        with rt.store.autocommit() as tx:  # the turn's lane as the turn left it
-            lane = lanes.lane_for(tx, card.id, card.delivery_round)
         if not boundary.check_after_turn(rt, card, checkout, before, mark):
-            boundary.check_lane_scope(rt, card, lane)
-        lanes.publish_delivery(rt.store, card, lane)
+            boundary.check_lane_scope(rt, card)
+        lanes.publish_delivery(rt.store, card)
         with self.lock:
             running = self.running.get(row.id)
             timed_out = result.timed_out or bool(running and running.timed_out)

@@ -30,6 +30,7 @@ from laneboard.workspace.lanes import (
     publish,
     publish_verified,
     remove_tree,
+    terminal_lanes,
 )
 
 
@@ -364,9 +365,8 @@ def cleanup_terminal(
     """
     from laneboard.workspace import remote as rm
 
-    with store.read() as tx:
-        ids = tx.terminal_lane_ids(card_id)
-        lanes = [lane for lane in all_lanes(tx, ("active", "landed")) if lane.id in ids]
+    with store.autocommit() as tx:
+        lanes = terminal_lanes(tx, card_id)
     me = machine or rm.this_machine()
     fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
     out = []
@@ -454,7 +454,7 @@ def sweep_lanes(
     """
     from laneboard.workspace import remote as rm
 
-    with store.read() as tx:
+    with store.autocommit() as tx:
         lanes = all_lanes(tx)
     me = machine or rm.this_machine()
     dropped: list[dict[str, Any]] = []

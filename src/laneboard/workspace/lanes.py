@@ -131,6 +131,11 @@ def all_lanes(tx: Tx, states: tuple[str, ...] = ()) -> list[Lane]:
     return [_lane(r) for r in tx.lane_rows(states)]
 
 
+def terminal_lanes(tx: Tx, card_id: int | None = None) -> list[Lane]:
+    """The active or landed lanes of done or canceled cards (of one card if given)."""
+    return [_lane(r) for r in tx.terminal_lane_rows(card_id)]
+
+
 def record_lane(
     tx: Tx,
     card: Card,
@@ -237,9 +242,12 @@ def publish_verified(store: Store, lane: Lane) -> None:
             log.warning("cannot publish %s of %s: %s", commit[:12], lane.branch, exc)
 
 
-def publish_delivery(store: Store, card: Card, lane: Lane | None) -> str | None:
+def publish_delivery(store: Store, card: Card) -> str | None:
     """After a turn: publish the verified commit of the turn's round (``card`` as the turn
-    began, ``lane`` its round's lane as read after the turn), if any."""
+    began), if any. Its lane is read right before: a lane landed and cleaned meanwhile
+    must not get its branch back."""
+    with store.autocommit() as tx:
+        lane = lane_for(tx, card.id, card.delivery_round)
     if lane is None or lane.state != "active" or not os.path.isdir(lane.path):
         return None
     commit = delivered_commit(store, card.id, card.delivery_round)
