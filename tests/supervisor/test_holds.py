@@ -249,6 +249,39 @@ def test_no_resident_pool_alerts_once(store_url: str, tmp_path: Path) -> None:
     alive[0] = False
     poll(rt)
     assert len(sent()) == 2  # the next absence is news again
+    alive[0] = True
+    assert not poll(rt).claimed  # its own absence alert: cleared by the next poll at once
+    with store.read() as tx:
+        assert tx.alert_row("no_resident|box") is None
+    store.close()
+
+
+def test_an_absence_alert_raised_elsewhere_is_read_once_a_minute(
+    store_url: str, tmp_path: Path
+) -> None:
+    """While a pool runs here nobody raises its absence; one another process raised (it
+    judged this pool gone) is read and cleared within a minute, not read by every poll."""
+    from laneboard.supervisor.alerts import raise_alert
+    from laneboard.supervisor.poll import ABSENCE_READ_MS, poll
+
+    clock = RealNowClock()
+    store = open_store(store_url, clock)
+    Board(store).add_project(human(), "Y", path=str(tmp_path))
+    rt = _runtime(store, tmp_path)
+    poll(rt)
+    with store.write() as tx:  # another process on this machine saw no pool
+        raise_alert(tx, "no_resident|m", "absent", "warning", {"alert": "no_resident"},
+                    actor=rt.actor)  # fmt: skip
+    poll(rt)
+
+    def absent() -> bool:
+        with store.read() as tx:
+            return tx.alert_row("no_resident|m") is not None
+
+    assert absent()  # read at most once a minute
+    clock.advance(seconds=ABSENCE_READ_MS / 1000)
+    poll(rt)
+    assert not absent()
     store.close()
 
 

@@ -16,12 +16,43 @@ if TYPE_CHECKING:
 
 class QueueQueries(Queries):
     # -- queue rows ----------------------------------------------------------------------
-    def live_queue_row(self, card_id: int, role: str, kind: str) -> Row | None:
-        """The pending or processing row of (card, role, kind), if any (its id)."""
+    def enqueue_row(
+        self,
+        kind: str,
+        card_id: int,
+        role: str,
+        project_id: int,
+        machine: str,
+        target_dir: str,
+        round_: int,
+        epoch: int,
+        payload: dict[str, Any],
+    ) -> Row | None:
+        """A pending row, unless one of (card, role, kind) is pending or processing
+        already (None then): the check and the insert are one statement."""
+        now = self.now()
         return self.one(
-            "SELECT id FROM queue WHERE card_id = ? AND role = ? AND kind = ? "
-            "AND state IN ('pending', 'processing')",
-            (card_id, role, kind),
+            "INSERT INTO queue (kind, card_id, role, project_id, machine, target_dir, round, "
+            "epoch, state, payload, created_at, updated_at) "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ? WHERE NOT EXISTS ("
+            "SELECT 1 FROM queue WHERE card_id = ? AND role = ? AND kind = ? "
+            "AND state IN ('pending', 'processing')) RETURNING *",
+            (
+                kind,
+                card_id,
+                role,
+                project_id,
+                machine,
+                target_dir,
+                round_,
+                epoch,
+                dumps(payload),
+                now,
+                now,
+                card_id,
+                role,
+                kind,
+            ),
         )
 
     def insert_queue_row(

@@ -31,6 +31,8 @@ from laneboard.workspace.brief import write_brief
 from laneboard.workspace.lanes import LaneAdmitter
 
 BACKOFF_FROM = 3
+# while a resident pool runs here, nobody raises its absence: its alert is read this often
+ABSENCE_READ_MS = 60_000
 HOLD_AT = 5
 BASE_BACKOFF_MS = 30_000
 
@@ -85,12 +87,16 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         res.skipped = "no resident pool on this machine (start one with: lb start)"
         if not dry_run:
             no_resident(rt)
+            rt.absence_read = None  # the next poll with a pool clears it at once
         return res
+    look = rt.absence_read is None or rt.now() - rt.absence_read >= ABSENCE_READ_MS
     with rt.store.autocommit() as tx:  # what every poll reads; most stop after it
-        absent = tx.alert_row(f"no_resident|{rt.machine}") is not None
+        absent = look and tx.alert_row(f"no_resident|{rt.machine}") is not None
         live = records.queue_rows(tx, machine=rt.machine)
         listed, stored = tx.projects_and_configs()  # a pass admits with these settings
         projects = {p.id: p for p in listed}
+    if look:
+        rt.absence_read = rt.now()
     if absent and not dry_run:  # a pool runs again: the next absence is news
         with rt.store.write() as tx:
             clear_alert(tx, f"no_resident|{rt.machine}")
@@ -112,11 +118,13 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     )
     if not cands:
         return res
-    with rt.store.read() as tx:
+    not_claiming: set[int] = set()
+    with rt.store.autocommit() as tx:  # each read stands alone: the claim checks the card
         deferred = records.deferred_until(tx)
         busy = records.active_card_ids(tx)
-        not_claiming = tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING))
-        not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
+        if any(c.card.run_id is not None for c in cands):
+            not_claiming = set(tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING)))
+            not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
         now = tx.now()
     caps: dict[int, int] = {}
     for cand in cands:

@@ -95,12 +95,8 @@ def enqueue(
     payload: dict[str, Any],
 ) -> QueueRow | None:
     """Insert a pending row unless one for (card, role, kind) is already live (coalesced)."""
-    if tx.live_queue_row(card_id, role, kind):
-        return None
-    r = tx.insert_queue_row(
-        kind, card_id, role, project_id, machine, target_dir, round_, epoch, payload
-    )
-    return _qrow(r)
+    r = tx.enqueue_row(kind, card_id, role, project_id, machine, target_dir, round_, epoch, payload)
+    return _qrow(r) if r is not None else None
 
 
 def queue_row(tx: Tx, row_id: int) -> QueueRow | None:

@@ -38,6 +38,7 @@ class Runtime:
     pool_alive: Callable[[], bool] | None = None
     run_scope: int | None = None  # lb run: the claims of its ticks are this run's cards only
     _project_roles: dict[str, tuple[float, dict[str, Role]]] = field(default_factory=dict)
+    absence_read: int | None = None  # when the poll last read its no_resident alert (ms)
 
     def __post_init__(self) -> None:
         t = self.config.time
