@@ -74,6 +74,18 @@ class CardQueries(Queries):
         got = self.all("SELECT card_id FROM links WHERE depends_on = ?", (card_id,))
         return [int(r["card_id"]) for r in got]
 
+    def newest_agent_questions(self, status: str, kind: str, not_by: str) -> dict[int, Row]:
+        """``newest_agent_question`` of every card in ``status``, in one read: card id ->
+        its newest comment of ``kind`` by an agent other than ``not_by`` (cards without
+        one are left out)."""
+        got = self.all(
+            "SELECT * FROM comments WHERE id IN (SELECT max(q.id) FROM comments q "
+            "JOIN cards c ON c.id = q.card_id WHERE c.status = ? AND q.kind = ? "
+            "AND q.author_kind = 'agent' AND q.author <> ? GROUP BY q.card_id)",
+            (status, kind, not_by),
+        )
+        return {int(r["card_id"]): r for r in got}
+
     def newest_agent_question(self, card_id: int, kind: str, not_by: str) -> Row | None:
         """A card's newest comment of ``kind`` by an agent other than ``not_by``."""
         return self.one(

@@ -57,6 +57,7 @@ ROUTE_ATTEMPTS = 2
 RETRY_MS = 30_000
 ROUTE_AFTER_MS = 30 * MINUTE_MS
 DEFAULT_INTERVAL_MS = 5_000
+QUESTION = CommentKind.QUESTION.value
 PROMPT_MAX = 6000
 QUESTION_MAX = 1500
 PASS_MAX = 50  # rows run in one pass of the lane
@@ -100,9 +101,10 @@ def _rows_for(tx: Any, card_id: int, kind: str) -> list[QueueRow]:
     )
 
 
-def open_question(tx: Any, card: Card) -> Any:
-    """The newest agent question asked since the card entered ``in_progress``."""
-    r = tx.newest_agent_question(card.id, CommentKind.QUESTION.value, DIRECTOR)
+def open_question(tx: Any, card: Card, newest: Any = False) -> Any:
+    """The newest agent question asked since the card entered ``in_progress`` (``newest``:
+    the card's newest agent question when the caller read it, None for none)."""
+    r = tx.newest_agent_question(card.id, QUESTION, DIRECTOR) if newest is False else newest
     if r is None or int(r["created_at"]) < card.status_since:
         return None
     return r
@@ -116,10 +118,11 @@ def scan(rt: Runtime) -> dict[str, list[str]]:
     with rt.store.write() as tx:
         now = tx.now()
         projects = {p.id: p for p in tx.projects()}
+        asked = tx.newest_agent_questions("in_progress", QUESTION, DIRECTOR)
         for card in tx.list_cards(statuses=["in_progress"], limit=2000):
             if card.kind is CardKind.EPIC or card.meta.get("review_of"):
                 continue
-            q = open_question(tx, card)
+            q = open_question(tx, card, asked.get(card.id))
             if q is None:
                 continue
             qid = int(q["id"])
