@@ -101,7 +101,9 @@ def _locked(tx: Tx, card_id: int) -> Card:
 def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any]) -> Card:
     if not tx.update_card(card.id, card.version, fields):
         raise Skip(f"{card.ref} changed while it was being written")
-    tx.append_event(
+    fresh = tx.card(card.id)
+    assert fresh is not None
+    tx.append_event(  # after the read: an event appended last is written with the commit
         "card.edited",
         rt.actor,
         card_id=card.id,
@@ -109,8 +111,6 @@ def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any]) -> Card:
         run_id=card.run_id,
         payload={"fields": sorted(fields), "by": "workflow"},
     )
-    fresh = tx.card(card.id)
-    assert fresh is not None
     return fresh
 
 
