@@ -174,7 +174,7 @@ class SQLiteStore(Store):
         raw = self._acquire()
         conn = self._wrap(raw)
         try:
-            conn.execute(CLAIM_EVENT_TRIGGER)
+            raw.execute(CLAIM_EVENT_TRIGGER)  # a no-op once made (a table rebuild drops it)
             raw.armed, raw.fired = armed, None
             try:
                 got = conn.execute(sql, params)
