@@ -15,6 +15,7 @@ from laneboard.store.rows import dumps
 
 if TYPE_CHECKING:
     from laneboard.store.base import Store
+    from laneboard.store.tx import Tx
 
 Entries = Sequence[tuple[int, int, dict[str, Any]]]  # (seq, at, entry) of one turn
 ROWS_PER_STATEMENT = 500  # well under either database's limit on parameters
@@ -37,13 +38,19 @@ def append_output(store: Store, actor: Actor, card: Any, turn_id: int, entries: 
         _append(store, actor, card, turn_id, entries[at : at + ROWS_PER_STATEMENT])
 
 
+def append_output_in(tx: Tx, actor: Actor, card: Any, turn_id: int, entries: Entries) -> None:
+    """``append_output`` in the caller's transaction (the one that records the turn's end):
+    the entries' inserts, and their ``turn.output`` event appended last."""
+    last = tx.append_transcript(turn_id, card.id, entries)
+    tx.append_event("turn.output", actor, card_id=card.id, project_id=card.project_id,
+                    run_id=card.run_id,
+                    payload={"turn": turn_id, "entries": len(entries), "last": last})  # fmt: skip
+
+
 def _append(store: Store, actor: Actor, card: Any, turn_id: int, batch: Entries) -> None:
     if store.dialect != "postgresql":
         with store.write() as tx:
-            last = tx.append_transcript(turn_id, card.id, batch)
-            tx.append_event("turn.output", actor, card_id=card.id, project_id=card.project_id,
-                            run_id=card.run_id,
-                            payload={"turn": turn_id, "entries": len(batch), "last": last})  # fmt: skip
+            append_output_in(tx, actor, card, turn_id, batch)
         return
     insert, params = insert_sql(turn_id, card.id, batch)
     sql = (

@@ -30,6 +30,7 @@ from laneboard.workspace.lanes import LaneAdmitter
 from laneboard.workspace.remote import checkout_of
 
 if TYPE_CHECKING:
+    from laneboard.store.tx import Tx
     from laneboard.supervisor.pool import Pool
 
 
@@ -98,6 +99,55 @@ def open_turn(
         prompt += boundary.review_evidence(rt, card)
     # a new session is recorded, its native id with it, in the turn's start transaction
     return Opened(session, prompt, rec.id if rec is not None else None, False, token)
+
+
+def start_turn(
+    tx: Tx, rt: Runtime, row: QueueRow, card: Card, role: Role, kind: str, key: str,
+    opened: Opened,
+) -> tuple[int, str, int]:  # fmt: skip
+    """The turn's records — its agent token, its session's record with the native id,
+    the turn — and its ``turn.started`` event, in the caller's transaction: (turn id,
+    prompt, session record id)."""
+    session, replayed = opened.session, opened.replayed
+    rec = records.save_session(
+        tx,
+        kind,
+        key,
+        card_id=card.id,
+        role=role.id,
+        cwd=row.target_dir,
+        native_id=session.session_id,
+        round_=card.delivery_round,
+        state="running",
+        replayed=replayed,
+        pid=session.pid,
+    )
+    records.set_row(tx, row.id, pid=session.pid)
+    followups = tx.pending_followups(card.id)
+    prompt = prompts.with_followups(opened.prompt, [(f["author"], f["body"]) for f in followups])
+    turn_id = records.start_turn(
+        tx, row.id, card.id, card.delivery_round, rec.id, kind, session.session_id, prompt
+    )
+    tx.deliver_followups([int(f["id"]) for f in followups], turn_id)
+    opened.token.store(tx, rt.actor)  # its event, like every event, after the writes
+    tx.append_event(
+        "turn.started",
+        rt.actor,
+        card_id=card.id,
+        project_id=card.project_id,
+        run_id=card.run_id,
+        payload={
+            "queue": row.id,
+            "round": card.delivery_round,
+            "kind": kind,
+            "session": session.session_id,
+            "pid": session.pid,
+            "replayed": replayed,
+            "turn": turn_id,
+            "followups": len(followups),
+        },
+    )
+    return turn_id, prompt, rec.id
 
 
 def carry(pool: Pool, row: QueueRow, card: Card, role: Role, kind: str, key: str) -> None:

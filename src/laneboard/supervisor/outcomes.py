@@ -24,6 +24,8 @@ from laneboard.supervisor.records import QueueRow
 
 if TYPE_CHECKING:
     from laneboard.supervisor.pool import Pool
+    from laneboard.supervisor.runtime import Runtime
+    from laneboard.supervisor.transcript_sink import TranscriptSink
 
 RECOVERY_BOUND = 3  # agent failures (and supervisor crashes) of one row before its hold
 HANG_BOUND = 2  # a hang is retried once: the hold comes within 2 x the turn timeout
@@ -41,6 +43,42 @@ def dispatch_backoff_ms(card: Card, now: int) -> int:
         return 0
     wait: int = at + DISPATCH_BACKOFF_MS * (1 << (n - 1)) - now
     return max(0, wait)
+
+
+def record_end(
+    tx: Tx, rt: Runtime, row: QueueRow, card: Card, rec_id: int | None, session: Session,
+    turn_id: int, result: TurnResult, outcome: str, forced: bool, sink: TranscriptSink,
+) -> tuple[Card | None, bool]:  # fmt: skip
+    """The turn's outcome, the rest of its transcript (``sink``) and its ``turn.finished``
+    event, in the caller's transaction: (the card as read there, whether the turn's row
+    and session were closed with it — the common end, when the card left the turn:
+    delivered, held, moved)."""
+    records.finish_turn(
+        tx,
+        turn_id,
+        outcome,
+        final_text=result.final_text,
+        error=result.error,
+        exit_code=result.exit_code,
+        usage=result.usage.to_dict(),
+    )
+    fresh = tx.card(card.id)
+    closed = not forced and close_left(tx, row, fresh, rec_id, session)
+    sink.close_in(tx, result, outcome)  # with its turn.output event, after every write
+    tx.append_event(  # last: the events go with the commit
+        "turn.finished",
+        rt.actor,
+        card_id=card.id,
+        project_id=card.project_id,
+        run_id=card.run_id,
+        payload={
+            "queue": row.id,
+            "outcome": outcome,
+            "error": _redacted(result.error),
+            "usage": result.usage.to_dict(),
+        },
+    )
+    return fresh, closed
 
 
 def close_left(

@@ -19,7 +19,6 @@ from typing import Any
 from laneboard.agents.base import Adapter, AdapterError, Session
 from laneboard.agents.procs import pid_alive
 from laneboard.agents.registry import adapter_for
-from laneboard.domain import prompts
 from laneboard.domain.model import Card
 from laneboard.domain.roles import Role
 from laneboard.domain.status import Status
@@ -38,7 +37,7 @@ from laneboard.supervisor import (
 )
 from laneboard.supervisor.holds import place_hold
 from laneboard.supervisor.opening import lane_key
-from laneboard.supervisor.outcomes import RECOVERY_BOUND, _redacted
+from laneboard.supervisor.outcomes import RECOVERY_BOUND
 from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
 from laneboard.supervisor.transcript_sink import TranscriptSink
@@ -208,7 +207,9 @@ class Pool:
             # meanwhile): a (card, round) turn never starts after that
             moved = outcomes.moved_on(tx.card(card.id, lock=True), row)
             if moved is None:
-                turn_id, prompt, rec_id = self._start_turn(tx, row, card, role, kind, key, opened)
+                turn_id, prompt, rec_id = opening.start_turn(
+                    tx, rt, row, card, role, kind, key, opened
+                )
         if moved is not None:
             self._release(kind, key, session)
             outcomes.finish_row(self, row, "done", note=f"completed before its turn: {moved}")
@@ -220,57 +221,6 @@ class Pool:
             live = self.live.get((kind, key))
             if live is not None and live.session is session:
                 live.busy, live.last_used = False, time.monotonic()
-
-    def _start_turn(
-        self, tx: Tx, row: QueueRow, card: Card, role: Role, kind: str, key: str,
-        opened: opening.Opened,
-    ) -> tuple[int, str, int]:  # fmt: skip
-        """The turn's records — its agent token, its session's record with the native id,
-        the turn — and its ``turn.started`` event, in the caller's transaction: (turn id,
-        prompt, session record id)."""
-        rt = self.rt
-        session, replayed = opened.session, opened.replayed
-        rec = records.save_session(
-            tx,
-            kind,
-            key,
-            card_id=card.id,
-            role=role.id,
-            cwd=row.target_dir,
-            native_id=session.session_id,
-            round_=card.delivery_round,
-            state="running",
-            replayed=replayed,
-            pid=session.pid,
-        )
-        records.set_row(tx, row.id, pid=session.pid)
-        followups = tx.pending_followups(card.id)
-        prompt = prompts.with_followups(
-            opened.prompt, [(f["author"], f["body"]) for f in followups]
-        )
-        turn_id = records.start_turn(
-            tx, row.id, card.id, card.delivery_round, rec.id, kind, session.session_id, prompt
-        )
-        tx.deliver_followups([int(f["id"]) for f in followups], turn_id)
-        opened.token.store(tx, rt.actor)  # its event, like every event, after the writes
-        tx.append_event(
-            "turn.started",
-            rt.actor,
-            card_id=card.id,
-            project_id=card.project_id,
-            run_id=card.run_id,
-            payload={
-                "queue": row.id,
-                "round": card.delivery_round,
-                "kind": kind,
-                "session": session.session_id,
-                "pid": session.pid,
-                "replayed": replayed,
-                "turn": turn_id,
-                "followups": len(followups),
-            },
-        )
-        return turn_id, prompt, rec.id
 
     def _turn_body(
         self, row: QueueRow, card: Card, kind: str, key: str, session: Session, prompt: str,
@@ -322,34 +272,15 @@ class Pool:
             if result.ok
             else "failed"
         )
-        sink.close(result, outcome)
-        with rt.store.write() as tx:
-            records.finish_turn(
-                tx,
-                turn_id,
-                outcome,
-                final_text=result.final_text,
-                error=result.error,
-                exit_code=result.exit_code,
-                usage=result.usage.to_dict(),
-            )
-            # the common end — the card left the turn (delivered, held, moved): its row
-            # is done and its session idle in this same transaction
-            fresh = tx.card(card.id)
-            closed = not forced and outcomes.close_left(tx, row, fresh, rec_id, session)
-            tx.append_event(  # last: the event goes with the commit
-                "turn.finished",
-                rt.actor,
-                card_id=card.id,
-                project_id=card.project_id,
-                run_id=card.run_id,
-                payload={
-                    "queue": row.id,
-                    "outcome": outcome,
-                    "error": _redacted(result.error),
-                    "usage": result.usage.to_dict(),
-                },
-            )
+        try:
+            with rt.store.write() as tx:
+                fresh, closed = outcomes.record_end(
+                    tx, rt, row, card, rec_id, session, turn_id, result, outcome, forced, sink
+                )
+        except BaseException:
+            sink.abandon()  # the transcript is still written; the row is handed back by _run
+            raise
+        sink.committed()
         rt.log.info("pool", f"turn {outcome}", card=card.ref, error=result.error)
         if forced:
             outcomes.after_force_stop(self, row, card, kind, key, rec_id)

@@ -5,7 +5,8 @@ normalized (``domain.transcript``) and buffered; a small thread writes the buffe
 ``FLUSH_S`` (when it holds anything) in one transaction with one ``turn.output`` event, which is what wakes the
 dashboard's stream, ``lb card transcript --follow`` and every other follower. When the
 turn ends, ``close`` adds what the agent's stream did not say itself (a command agent's
-output, the turn's end and usage, its error) and writes the rest.
+output, the turn's end and usage, its error) and writes the rest (``close_in``: in the
+transaction that records the turn's end).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import TYPE_CHECKING
 from laneboard.agents.base import AgentEvent, TurnResult
 from laneboard.domain.model import Card
 from laneboard.domain.transcript import Entry, entry, normalize
-from laneboard.store.transcript_sql import append_output
+from laneboard.store.transcript_sql import append_output, append_output_in
 
 if TYPE_CHECKING:
+    from laneboard.store.tx import Tx
     from laneboard.supervisor.runtime import Runtime
 
 FLUSH_S = 0.25
@@ -33,6 +35,7 @@ class TranscriptSink:
         self._seq = 0
         self._seen: set[str] = set()
         self._closed = threading.Event()
+        self._in_tx = 0  # entries close_in wrote in a transaction not yet committed
         self._thread = threading.Thread(
             target=self._loop, daemon=True, name=f"transcript-{turn_id}"
         )
@@ -59,6 +62,27 @@ class TranscriptSink:
 
     def close(self, result: TurnResult, outcome: str) -> None:
         """The turn ended: add what its stream left out and write everything."""
+        self._end(result, outcome)
+        self._write()
+
+    def close_in(self, tx: Tx, result: TurnResult, outcome: str) -> None:
+        """The turn ended: add what its stream left out and write what is left in ``tx``,
+        the transaction that records the turn's end. Kept until ``committed``: should that
+        transaction fail, ``abandon`` still writes it."""
+        self._end(result, outcome)
+        with self._lock:
+            batch = list(self._buf)
+        self._in_tx = len(batch)
+        if batch:
+            append_output_in(tx, self.rt.actor, self.card, self.turn_id, batch)
+
+    def committed(self) -> None:
+        """The transaction ``close_in`` wrote in committed: its entries are written."""
+        with self._lock:
+            del self._buf[: self._in_tx]
+        self._in_tx = 0
+
+    def _end(self, result: TurnResult, outcome: str) -> None:
         self._closed.set()
         self._thread.join(timeout=5)
         if result.final_text and "message" not in self._seen:
@@ -72,7 +96,6 @@ class TranscriptSink:
             )
             self.add(entry("result", text, args=usage, exit_code=result.exit_code,
                            is_error=outcome != "ok"))  # fmt: skip
-        self._write()
 
     def abandon(self) -> None:
         """The turn broke off without a result: write what arrived and stop."""
