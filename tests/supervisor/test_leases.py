@@ -222,7 +222,8 @@ def test_the_fingerprint_before_a_turn_waits_for_a_landing(
         reader.join(0.3)
         assert reader.is_alive() and not got
     reader.join(30)
-    checkout, before, _ = got[0]  # type: ignore[misc]
+    checkout, before, _, has_lane = got[0]  # type: ignore[misc]
+    assert has_lane
     assert checkout == str(repo.resolve()) or checkout == str(repo)
     assert before is not None
     store.close()
@@ -311,4 +312,21 @@ def test_the_heartbeat_carries_the_running_ticks_start_for_the_wedged_verdict(
         row = instances.current(tx, "m")
         assert row is not None and row["tick_started_at"] is None
         assert instances.verdict(row, tx.now(), t).state == "running"
+    store.close()
+
+
+def test_a_tick_says_whether_its_poll_queued_rows_for_the_pool_to_drain(
+    store_url: str, tmp_path: Path
+) -> None:
+    store, board, rt = _setup(store_url, tmp_path)
+    ticker = loop.Ticker(rt)
+    assert ticker.tick().passes["poll"]["claimed"] == ["L-1"]
+    assert ticker.queued  # the loop drains the queue after this tick
+    assert ticker.tick(force=True).passes["poll"]["claimed"] == []
+    assert not ticker.queued  # nothing new: the queue is not read after it
+    board.create_card(human(), "L", "one more")
+    assert ticker.tick(news={"card.created"}).passes["poll"]["claimed"] == ["L-2"]
+    assert ticker.queued
+    assert list(ticker.tick(news={"report.added"}).passes) == ["workflow"]
+    assert not ticker.queued  # a tick that did not poll queued nothing
     store.close()

@@ -76,15 +76,25 @@ class CardQueries(Queries):
 
     def newest_agent_questions(self, status: str, kind: str, not_by: str) -> dict[int, Row]:
         """``newest_agent_question`` of every card in ``status``, in one read: card id ->
-        its newest comment of ``kind`` by an agent other than ``not_by`` (cards without
-        one are left out)."""
+        its newest comment of ``kind`` by an agent other than ``not_by``, with the card's
+        ``status_since`` as ``card_since`` (cards without one are left out)."""
         got = self.all(
-            "SELECT * FROM comments WHERE id IN (SELECT max(q.id) FROM comments q "
-            "JOIN cards c ON c.id = q.card_id WHERE c.status = ? AND q.kind = ? "
+            "SELECT m.*, c.status_since AS card_since FROM comments m "
+            "JOIN cards c ON c.id = m.card_id WHERE m.id IN (SELECT max(q.id) FROM comments q "
+            "JOIN cards k ON k.id = q.card_id WHERE k.status = ? AND q.kind = ? "
             "AND q.author_kind = 'agent' AND q.author <> ? GROUP BY q.card_id)",
             (status, kind, not_by),
         )
         return {int(r["card_id"]): r for r in got}
+
+    def unowned_todo_ids(self, since_before: int, limit: int) -> list[int]:
+        """Unassigned ``todo`` cards that became ``todo`` at or before ``since_before``."""
+        got = self.all(
+            "SELECT id FROM cards WHERE status = 'todo' AND assignee IS NULL "
+            "AND status_since <= ? ORDER BY id LIMIT ?",
+            (since_before, limit),
+        )
+        return [int(r["id"]) for r in got]
 
     def newest_agent_question(self, card_id: int, kind: str, not_by: str) -> Row | None:
         """A card's newest comment of ``kind`` by an agent other than ``not_by``."""

@@ -154,6 +154,15 @@ class QueueQueries(Queries):
             for r in self.all("SELECT state, count(*) AS n FROM queue GROUP BY state")
         }
 
+    def claim_queue_row(self, row_id: int, owner: str) -> Row | None:
+        """``take_queue_row``, returning the row as taken (None: it was not pending)."""
+        now = self.now()
+        return self.one(
+            "UPDATE queue SET state = 'processing', owner = ?, attempts = attempts + 1, "
+            "started_at = ?, updated_at = ? WHERE id = ? AND state = 'pending' RETURNING *",
+            (owner, now, now, row_id),
+        )
+
     def take_queue_row(self, row_id: int, owner: str) -> bool:
         """pending -> processing for this owner (compare-and-swap)."""
         return (

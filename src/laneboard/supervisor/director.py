@@ -112,14 +112,28 @@ def open_question(tx: Any, card: Card, newest: Any = False) -> Any:
 
 def scan(rt: Runtime) -> dict[str, list[str]]:
     """Enqueue question rows (open agent questions), route rows (unowned todo cards) and,
-    after both, triage rows (accepted producers owing a handoff decision)."""
+    after both, triage rows (accepted producers owing a handoff decision).
+
+    Each kind is read in one statement that finds only its candidates; the cards are read
+    and the rows written (in one transaction) only when there are some."""
     out: dict[str, list[str]] = {"question": [], "route": [], "triage": []}
+    with rt.store.autocommit() as tx:
+        now = tx.now()
+        asked = {  # asked since the card entered in_progress (``open_question``)
+            cid: q
+            for cid, q in tx.newest_agent_questions("in_progress", QUESTION, DIRECTOR).items()
+            if int(q["created_at"]) >= int(q["card_since"])
+        }
+        unowned = tx.unowned_todo_ids(now - ROUTE_AFTER_MS, 2000)
+        owing = tx.handoff_producer_ids(now - triage.WINDOW_MS, triage.SCAN_LIMIT)
+    if not (asked or unowned or owing):
+        return out
     machine = lane_machine(rt.machine)
     with rt.store.write() as tx:
         now = tx.now()
         projects = {p.id: p for p in tx.projects()}
-        asked = tx.newest_agent_questions("in_progress", QUESTION, DIRECTOR)
-        for card in tx.list_cards(statuses=["in_progress"], limit=2000):
+        ids = list(asked)
+        for card in tx.list_cards(statuses=["in_progress"], ids=ids, limit=2000) if ids else []:
             if card.kind is CardKind.EPIC or card.meta.get("review_of"):
                 continue
             q = open_question(tx, card, asked.get(card.id))
@@ -146,7 +160,12 @@ def scan(rt: Runtime) -> dict[str, list[str]]:
                     project_id=card.project_id,
                     payload={"queue": row.id, "kind": "question", "question": qid},
                 )
-        for card in tx.list_cards(statuses=["todo"], unassigned=True, limit=2000):
+        routed = (
+            tx.list_cards(statuses=["todo"], unassigned=True, ids=unowned, limit=2000)
+            if unowned
+            else []
+        )
+        for card in routed:
             if card.kind is CardKind.EPIC or card.meta.get("review_of"):
                 continue
             if now - card.status_since < ROUTE_AFTER_MS:
@@ -170,7 +189,7 @@ def scan(rt: Runtime) -> dict[str, list[str]]:
                     project_id=card.project_id,
                     payload={"queue": row.id, "kind": "route"},
                 )
-        for card in triage.producers(tx, now):  # last: post-acceptance work waits its turn
+        for card in triage.producers(tx, now) if owing else []:  # last: post-acceptance work
             if triage.already_offered(_rows_for(tx, card.id, triage.KIND), card):
                 continue
             project = projects.get(card.project_id)

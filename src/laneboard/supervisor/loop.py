@@ -168,6 +168,15 @@ class TickResult:
         }
 
 
+def _queued(poll_result: Any) -> bool:
+    """Whether a tick's poll may have queued handoff rows (it claimed, failed, or ran)."""
+    if poll_result is None:
+        return False
+    if not isinstance(poll_result, dict) or "claimed" not in poll_result:
+        return True
+    return bool(poll_result["claimed"])
+
+
 def _waits_on_rows(poll_result: Any) -> bool:
     """Whether a poll pass left a card waiting for a queue row to close (or could not say)."""
     if not isinstance(poll_result, dict) or "waits_on_rows" not in poll_result:
@@ -182,6 +191,7 @@ class Ticker:
         self.rt = rt
         self.last_marks: tuple[EventCursor, EventCursor] | None = None
         self.waits_on_rows = False  # the last poll left a card waiting for a queue row to close
+        self.queued = False  # the last tick's poll queued handoff rows (the pool drains them)
         self.next_due_ms = 0
         self._own = f"{rt.machine}:{os.getpid()}:{id(self)}"
         self._following = False  # the notifier's cursor exists (made once per process)
@@ -285,6 +295,7 @@ class Ticker:
             self.last_marks = marks
         if "poll" in results:  # a tick that did not poll leaves the last poll's word
             self.waits_on_rows = _waits_on_rows(results["poll"])
+        self.queued = _queued(results.get("poll"))
         self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
 
@@ -462,10 +473,10 @@ class Supervisor:
                 if self.runs is not None and self._runs_due(runs_news, last_runs):
                     last_runs, runs_news = time.monotonic(), False
                     self.runs()
-                # pending rows come from this process (a tick's poll, a turn's retry, a
-                # recovery) or, rarely, a one-off ``lb loop`` here: read after those
+                # pending rows come from this process (a tick's poll that claimed, a turn's
+                # retry, a recovery) or, rarely, a one-off ``lb loop`` here: read after those
                 stale = time.monotonic() - last_drain >= DRAIN_POLL_S
-                if ticked or pinged or slot_freed or stale:
+                if (ticked and self.ticker.queued) or pinged or slot_freed or stale:
                     last_drain, slot_freed = time.monotonic(), False
                     self.pool.drain()
                 self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])

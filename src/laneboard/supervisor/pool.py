@@ -142,10 +142,9 @@ class Pool:
                 if len(self.running) >= rt.config.max_concurrency:
                     break
             with rt.store.write() as tx:
-                if not records.take_row(tx, row.id, rt.instance or "local"):
-                    continue
-                taken = records.queue_row(tx, row.id)
-            assert taken is not None
+                taken = records.taken_row(tx, row.id, rt.instance or "local")
+            if taken is None:
+                continue
             thread = threading.Thread(
                 target=self._run, args=(taken,), daemon=True, name=f"turn-{row.id}"
             )
@@ -247,15 +246,16 @@ class Pool:
         )
         watchdog.start()
         cap = rt.config.time.turn_timeout * 4  # the clock-driven watchdog cuts first
-        checkout, before, mark = self._before_turn(card)
+        checkout, before, mark, has_lane = self._before_turn(card)
         try:
             result = session.send(prompt, timeout=cap, on_event=sink.on_event)
         except BaseException:
             sink.abandon()  # what was read is kept; the row is handed back by _run
             raise
-        if not boundary.check_after_turn(rt, card, checkout, before, mark):
-            boundary.check_lane_scope(rt, card)
-        lanes.publish_delivery(rt.store, card)
+        if has_lane:
+            if not boundary.check_after_turn(rt, card, checkout, before, mark):
+                boundary.check_lane_scope(rt, card)
+            lanes.publish_delivery(rt.store, card)
         with self.lock:
             running = self.running.get(row.id)
             timed_out = result.timed_out or bool(running and running.timed_out)
@@ -289,23 +289,24 @@ class Pool:
             self, row, card, kind, key, rec_id, session, result, outcome, fresh, closed=closed
         )
 
-    def _before_turn(self, card: Card) -> tuple[str | None, boundary.Fingerprint | None, int]:
-        """The user's checkout of the card's lane and its fingerprint, before a turn."""
+    def _before_turn(self, card: Card) -> tuple[str | None, boundary.Fingerprint | None, int, bool]:
+        """The user's checkout of the card's lane and its fingerprint before a turn, the
+        log's mark to explain its changes by, and whether the card's round has a lane (a
+        card without one gets none during its turn: nothing to check or publish after)."""
         with self.rt.store.autocommit() as tx:
             lane = lanes.lane_for(tx, card.id, card.delivery_round)
-            mark = tx.max_event_id()
         if lane is None or lane.state == "cleaned" or not os.path.isdir(lane.repo):
-            return None, None, mark
+            return None, None, 0, lane is not None
         from laneboard.workspace.land import LANDING
 
         try:
             with LANDING:  # never the state half-way through a landing's merge
                 with self.rt.store.autocommit() as tx:
                     mark = tx.max_event_id()
-                return lane.repo, boundary.fingerprint(lane.repo), mark
+                return lane.repo, boundary.fingerprint(lane.repo), mark, True
         except GitError as exc:
             self.rt.log.warn("boundary", f"cannot read the checkout: {exc}", card=card.ref)
-            return None, None, mark
+            return None, None, 0, True
 
     def remember(self, kind: str, key: str, card_id: int, session: Session) -> None:
         with self.lock:

@@ -136,6 +136,12 @@ def take_row(tx: Tx, row_id: int, owner: str) -> bool:
     return tx.take_queue_row(row_id, owner)
 
 
+def taken_row(tx: Tx, row_id: int, owner: str) -> QueueRow | None:
+    """``take_row`` in one statement, returning the row as taken (None: not pending)."""
+    r = tx.claim_queue_row(row_id, owner)
+    return _qrow(r) if r is not None else None
+
+
 def set_row(tx: Tx, row_id: int, **fields: Any) -> None:
     if fields.get("state") in ("done", "failed"):
         fields.setdefault("finished_at", tx.now())
