@@ -173,3 +173,34 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
             loop.PASSES["patrol"] = patrol.patrol_pass
     finally:
         hosts.close()
+
+
+def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
+    hosts: Hosts,
+) -> None:
+    a, b = hosts.runtime("a"), hosts.runtime("b")
+    ticker = loop.Ticker(b)
+    ticker.resident = True
+    assert ticker.tick(force=True).state == "ran"  # its first tick takes its tick lease
+    with a.store.write() as tx:  # a runs the workflow pass now
+        runs, busy = cluster.take(tx, a, ["workflow"])
+    assert list(runs) == ["workflow"] and busy == {}
+    writes: list[int] = []
+    write = b.store.write
+
+    def counted() -> Any:
+        writes.append(1)
+        return write()
+
+    b.store.write = counted  # type: ignore[method-assign]
+    got = ticker.tick(news={"report.added"})  # news for the workflow pass alone
+    assert got.passes == {"workflow": {"skipped": f"running on {a.instance}"}}
+    assert writes == []  # one read found it held: nothing taken, nothing to give back
+    with a.store.write() as tx:  # a's supervisor stops: its lease is anyone's at once
+        instances.stop(tx, str(a.instance))
+    got = ticker.tick(news={"report.added"})
+    assert "actions" in got.passes["workflow"]  # it ran here
+    assert len(writes) == 2  # taken (breaking a's), then given back
+    b.store.write = write  # type: ignore[method-assign]
+    with b.store.read() as tx:
+        assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b", "a", "b"]

@@ -144,6 +144,18 @@ class OpsQueries(Queries):
         )
         return {str(r["name"]) for r in got}
 
+    def lease_rows(self, names: list[str]) -> dict[str, Row]:
+        """Lease name -> its row (holder, expires_at), for those of ``names`` that are held."""
+        if not names:
+            return {}
+        got = self.all(
+            "SELECT name, holder, expires_at FROM locks WHERE name IN ("
+            + ",".join("?" * len(names))
+            + ")",
+            names,
+        )
+        return {str(r["name"]): r for r in got}
+
     def lock_holders(self, names: list[str]) -> dict[str, str]:
         """Lease name -> its holder, for those of ``names`` that are held."""
         if not names:

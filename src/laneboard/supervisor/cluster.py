@@ -97,6 +97,32 @@ def take(tx: Tx, rt: Runtime, names: list[str]) -> tuple[dict[str, int], dict[st
     return tx.start_pass_runs(got, holder, rt.machine), busy
 
 
+def held_elsewhere(rt: Runtime, names: list[str]) -> dict[str, str] | None:
+    """Before a tick's first transaction, one read (and one per other holder, as ``take``
+    looks at it): when another live holder holds every lease of ``names`` unexpired, who
+    holds each — the tick skips those passes and needs no transaction for them. None when
+    one of them may be taken (free, expired, its holder dead): ``take`` then decides."""
+    from laneboard.supervisor import leases
+
+    holder = holder_of(rt)
+    busy: dict[str, str] = {}
+    dead: dict[str, str | None] = {}
+    with rt.store.autocommit() as tx:
+        rows = tx.lease_rows([lease_name(n) for n in names])
+        now = tx.now()
+        for name in names:
+            r = rows.get(lease_name(name))
+            if r is None or int(r["expires_at"]) <= now or r["holder"] == holder:
+                return None
+            other = str(r["holder"])
+            if other not in dead:
+                dead[other] = leases.dead_reason(tx, other, rt.machine)
+            if dead[other] is not None:
+                return None
+            busy[name] = other
+    return busy
+
+
 def give_back(tx: Tx, rt: Runtime, runs: dict[str, int]) -> None:
     """In the tick's last transaction: the runs end, their leases are released."""
     if runs:

@@ -249,6 +249,10 @@ class Ticker:
         shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES]
         runs: dict[str, int] = {}
         busy: dict[str, str] = {}
+        if kept and shared and self._following:  # most often another supervisor runs them
+            held = cluster.held_elsewhere(rt, shared)
+            if held is not None:
+                busy, shared = held, []
         if not kept or shared or not self._following:
             with rt.store.write() as tx:
                 if not kept:
