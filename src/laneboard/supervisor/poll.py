@@ -33,6 +33,7 @@ from laneboard.workspace.lanes import LaneAdmitter
 BACKOFF_FROM = 3
 # while a resident pool runs here, nobody raises its absence: its alert is read this often
 ABSENCE_READ_MS = 60_000
+REREAD_MS = 50  # a candidate is read again before its admission after this long
 HOLD_AT = 5
 BASE_BACKOFF_MS = 30_000
 
@@ -108,6 +109,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         res.waits_on_rows = True
         res.skipped = f"budget exhausted ({len(live)} live or queued of {cfg.max_concurrency})"
         return res
+    read_at = rt.now()  # a candidate dispatched REREAD_MS after this is read again
     cands = rt.board.candidates(
         assignees=list(rt.claim_set(projects.values())),
         include_unassigned=cfg.claim_unassigned,
@@ -176,7 +178,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.plan.append({**step, "action": "claim"})
             budget -= 1
             continue
-        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res):
+        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res, read_at):
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
     return res
@@ -190,11 +192,12 @@ class Projects(NamedTuple):
 
 
 def _dispatch(
-    rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult
-) -> bool:
+    rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult,
+    read_at: int,
+) -> bool:  # fmt: skip
     card = cand.card
     project = projects.by_id.get(card.project_id)
-    if _moved_since(rt, card):
+    if rt.now() - read_at >= REREAD_MS and _moved_since(rt, card):
         return False  # claimed or changed meanwhile (another machine's poll): its event ticks
     try:
         if project is None:
@@ -269,7 +272,9 @@ def _settings_of_pass(
 
 def _moved_since(rt: Runtime, card: Card) -> bool:
     """Whether the card changed since the candidates were read (one indexed read): its
-    admission (a lane, a brief) and a claim that would lose are then not worth making."""
+    admission (a lane, a brief) and a claim that would lose are then not worth making.
+    Asked only once ``REREAD_MS`` have passed since that read (earlier admissions took
+    that long): a read just made is as fresh as this one."""
     with rt.store.autocommit() as tx:
         fresh = tx.card(card.id)
     return fresh is None or fresh.version != card.version
