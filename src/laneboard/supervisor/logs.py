@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,17 +27,21 @@ def _quote(value: Any) -> str:
     return text
 
 
+_TOKEN = re.compile(r"lbt_[A-Za-z0-9_\-]{8,}")
+_ASSIGNED = re.compile(r"(?i)(api[_-]?key|token|secret|password)=([^\s&]+)")
+_SK = re.compile(r"\b(sk-[A-Za-z0-9]{6})[A-Za-z0-9_\-]+")
+_URL = re.compile(r"[a-z][a-z0-9+.\-]*://[^\s/@]+@[^\s]+")
+
+
 def redact(text: str) -> str:
     """Hide tokens, keys and credentials in URLs before they reach a log or an event."""
-    import re
-
     from laneboard.secrets import scrub
 
     text = scrub(text)
-    text = re.sub(r"lbt_[A-Za-z0-9_\-]{8,}", "lbt_***", text)
-    text = re.sub(r"(?i)(api[_-]?key|token|secret|password)=([^\s&]+)", r"\1=***", text)
-    text = re.sub(r"\b(sk-[A-Za-z0-9]{6})[A-Za-z0-9_\-]+", r"\1***", text)
-    return re.sub(r"[a-z][a-z0-9+.\-]*://[^\s/@]+@[^\s]+", lambda m: redact_url(m.group(0)), text)
+    text = _TOKEN.sub("lbt_***", text)
+    text = _ASSIGNED.sub(r"\1=***", text)
+    text = _SK.sub(r"\1***", text)
+    return _URL.sub(lambda m: redact_url(m.group(0)), text)
 
 
 class LogFile:
@@ -78,7 +83,9 @@ class LogFile:
         ]
         fields.setdefault("actor_kind", "system")
         for k, v in fields.items():
-            if v is not None:
+            if isinstance(v, (int, float)):  # a number holds no secret (bool is an int)
+                parts.append(f"{k}={v}")
+            elif v is not None:
                 parts.append(f"{k}={_quote(redact(str(v)))}")
         line = " ".join(parts) + "\n"
         with self._locked():
