@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def test_a_cluster_pass_runs_on_one_machine_at_a_time(hosts: Hosts) -> None:
         assert tx.pass_leases() == []  # released after each pass
     report = status_report(a.store, hosts.clock, a.config, "a")
     last = {r["pass"]: r["machine"] for r in report["cluster"]["last_runs"]}
-    assert last["patrol"] == "b" and {"workflow", "lanes"} <= set(last)
+    assert last == {"patrol": "b"}  # workflow and lanes had nothing to do: never run
     assert {i["machine"] for i in report["instances"]} == {"a", "b"}
 
 
@@ -176,8 +177,9 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
 
 
 def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
-    hosts: Hosts,
+    hosts: Hosts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(loop, "IDLE", {})  # as when the workflow has work to do
     a, b = hosts.runtime("a"), hosts.runtime("b")
     ticker = loop.Ticker(b)
     ticker.resident = True
@@ -204,3 +206,35 @@ def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
     b.store.write = write  # type: ignore[method-assign]
     with b.store.read() as tx:
         assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b", "a", "b"]
+
+
+def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(hosts: Hosts) -> None:
+    b = hosts.runtime("b")
+    ticker = loop.Ticker(b)
+    ticker.resident = True
+    assert ticker.tick(force=True).state == "ran"
+    writes: list[int] = []
+    write = b.store.write
+
+    def counted() -> Any:
+        writes.append(1)
+        return write()
+
+    b.store.write = counted  # type: ignore[method-assign]
+    got = ticker.tick(news={"report.added"})  # news for the workflow pass alone
+    assert got.passes["workflow"]["actions"] == []  # the result of a pass with no work
+    assert writes == []  # one read said so: no lease taken or given back
+    board = b.board
+    card = board.create_card(human(), "E", "done by hand", acceptance_mode="off")
+    worker = agent("worker")
+    claimed = board.claim(worker, card.ref)
+    worker = replace(worker, card_id=claimed.id, epoch=claimed.claim_epoch)
+    board.report(worker, card.ref, "did it")
+    board.move(worker, card.ref, "in_review")
+    got = ticker.tick(news={"card.moved"})
+    assert [r["action"] for r in got.passes["workflow"]["results"]] == ["auto_accept"]
+    assert board.get(card.ref).status is Status.DONE
+    b.store.write = write  # type: ignore[method-assign]
+    with b.store.read() as tx:  # it ran under its lease, once there was work
+        assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b"]
+        assert tx.pass_leases() == []

@@ -143,8 +143,20 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
     return {"cleaned": cleaned, "swept": swept, "pruned": pruned}
 
 
+def _lanes_idle(rt: Runtime) -> dict[str, Any] | None:
+    """The lanes pass's result when no done card has a lane to land (one statement)."""
+    with rt.store.autocommit() as tx:
+        return None if tx.done_cards_with_active_lanes(1) else {"landed": []}
+
+
 PASSES["lanes"] = _lanes_pass
 PASSES["cleanup"] = _cleanup_pass
+# once-per-cluster passes that can tell in one read that they have nothing to do: their
+# result then, without their lease (None: there is work, the pass runs under its lease)
+IDLE: dict[str, Callable[[Runtime], dict[str, Any] | None]] = {
+    "workflow": workflow.idle,
+    "lanes": _lanes_idle,
+}
 ORDER = ("patrol", "workflow", "lanes", "cleanup", "poll")
 
 
@@ -246,7 +258,17 @@ class Ticker:
         lock, holder = tick_lock(rt.machine), self.holder
         kept = self._kept is not None and self._kept[0] == holder and now < self._kept[1]
         passes = self.wanted(news)
-        shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES]
+        results: dict[str, Any] = {}
+        for name, _ in passes:  # nothing to do: no lease to take and give back for it
+            probe = IDLE.get(name)
+            if probe is not None:
+                try:
+                    idle = probe(rt)
+                except Exception:  # the pass runs and reports its own failure
+                    idle = None
+                if idle is not None:
+                    results[name] = idle
+        shared = [n for n, _ in passes if n in cluster.CLUSTER_PASSES and n not in results]
         runs: dict[str, int] = {}
         busy: dict[str, str] = {}
         if kept and shared and self._following:  # most often another supervisor runs them
@@ -271,10 +293,11 @@ class Ticker:
                 self._kept = (holder, now + ttl // 2)
         self._following = True
         self.started_at = now
-        results: dict[str, Any] = {}
         try:
             for name, fn in passes:
                 try:
+                    if name in results:
+                        continue  # idle: its result is in
                     if name in busy:
                         results[name] = {"skipped": f"running on {busy[name]}"}
                     else:

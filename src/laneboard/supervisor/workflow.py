@@ -476,10 +476,23 @@ def _plan_review(snap: Snapshot, rev: Card, p: Plan, rework_max: int) -> Action 
 
 
 # -- the pass ----------------------------------------------------------------------------
-def run(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
+def idle(rt: Runtime) -> dict[str, Any] | None:
+    """Before a tick takes the pass's lease: the pass's result when no card is there for it
+    to act on (one statement, as the pass itself would read first), else None — the pass
+    then runs under its lease and reads again."""
+    reviewer = rt.config.reviewer_roles[0] if rt.config.reviewer_roles else None
+    with rt.store.autocommit() as tx:
+        if _work_cards(tx, 1):
+            return None
+        empty = Snapshot(tx.now(), {}, False, reviewer=reviewer)
+    return run(rt, first=empty)
+
+
+def run(rt: Runtime, *, dry_run: bool = False, first: Snapshot | None = None) -> dict[str, Any]:
     """One pass: plan and apply, then plan again on the new state while actions still
     apply (a child accepted lets its epic roll up, a rolled-up epic gets its review) —
-    at most ``CHAIN_ROUNDS`` times and ``workflow_max_actions`` actions in all."""
+    at most ``CHAIN_ROUNDS`` times and ``workflow_max_actions`` actions in all.
+    ``first``: the snapshot of the first round, when the caller read it."""
     from laneboard.supervisor import workflow_apply
 
     cfg = rt.config
@@ -488,7 +501,7 @@ def run(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
     seen_alerts: set[str] = set()
     tried: set[tuple[str, int]] = set()  # an action is tried once per pass
     for _ in range(CHAIN_ROUNDS):
-        snap = read_snapshot(rt)
+        snap, first = first or read_snapshot(rt), None
         p = plan(snap, max_actions=budget, rework_max=cfg.rework_max_rounds)
         p.actions = [a for a in p.actions if (a.kind, a.card_id) not in tried]
         tried.update((a.kind, a.card_id) for a in p.actions)
