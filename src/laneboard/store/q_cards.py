@@ -35,6 +35,17 @@ class CardQueries(Queries):
         deps = self.dependencies_of([r["id"] for r in got])
         return [rows.card(r, tuple(deps.get(r["id"], ()))) for r in got]
 
+    def has_review_work(self, review_keys: tuple[str, str]) -> bool:
+        """Whether ``review_work_cards`` would find any card: one statement, no card read."""
+        got = self.scalar(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM cards WHERE status = 'in_review') "
+            "OR EXISTS (SELECT 1 FROM cards WHERE kind = 'epic' AND status IN ('todo', "
+            "'in_progress', 'blocked')) OR EXISTS (SELECT 1 FROM cards WHERE "
+            "idempotency_key >= ? AND idempotency_key < ?) THEN 1 ELSE 0 END AS work",
+            review_keys,
+        )
+        return bool(got)
+
     def children_of(self, epic_ids: Sequence[int], limit: int) -> list[Card]:
         """Children of the given epics by id, at most ``limit`` (dependencies not loaded)."""
         marks = ",".join("?" * len(epic_ids))

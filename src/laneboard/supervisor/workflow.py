@@ -189,7 +189,7 @@ def read_snapshot(rt: Runtime) -> Snapshot:
     limit = rt.config.board_limit
     reviewer = rt.config.reviewer_roles[0] if rt.config.reviewer_roles else None
     with rt.store.autocommit() as tx:  # most passes find nothing: one statement, no BEGIN
-        if not _work_cards(tx, 1):
+        if not tx.has_review_work(REVIEW_KEY_RANGE):
             return Snapshot(tx.now(), {}, False, reviewer=reviewer)
     with rt.store.read() as tx:
         main = _work_cards(tx, limit + 1)
@@ -482,7 +482,7 @@ def idle(rt: Runtime) -> dict[str, Any] | None:
     then runs under its lease and reads again."""
     reviewer = rt.config.reviewer_roles[0] if rt.config.reviewer_roles else None
     with rt.store.autocommit() as tx:
-        if _work_cards(tx, 1):
+        if tx.has_review_work(REVIEW_KEY_RANGE):
             return None
         empty = Snapshot(tx.now(), {}, False, reviewer=reviewer)
     return run(rt, first=empty)
