@@ -53,3 +53,36 @@ def test_a_candidate_claimed_elsewhere_is_left_alone_once_read_again(
     # claim's compare-and-swap refuses it after the admission
     assert admitted == ([] if later_ms else [card.ref])
     store.close()
+
+
+def test_the_poll_reads_the_projects_again_on_a_projects_news_only(
+    store_url: str, tmp_path: Path
+) -> None:
+    from laneboard.supervisor import loop
+
+    store = open_store(store_url, RealNowClock())
+    board = Board(store)
+    board.add_project(human(), "P", path=str(tmp_path))
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "log")),
+                 pool_alive=lambda: True)  # fmt: skip
+    ticker = loop.Ticker(rt)
+    ticker.resident = True  # lb start's ticker: it keeps the projects between polls
+    ticker.tick(force=True)
+    seen = rt.projects_seen
+    assert seen is not None and [p.key for p in seen[0]] == ["P"]
+    board.create_card(human(), "P", "one")
+    assert ticker.tick(news={"card.created"}).passes["poll"]["claimed"] == ["P-1"]
+    assert rt.projects_seen is seen  # no project's news: the projects as read before
+    (tmp_path / "q").mkdir()
+    board.add_project(human(), "Q", path=str(tmp_path / "q"))
+    board.create_card(human(), "Q", "two")
+    got = ticker.tick(news={"project.added", "card.created"})
+    assert got.passes["poll"]["claimed"] == ["Q-1"]
+    assert rt.projects_seen is not seen
+    assert [p.key for p in rt.projects_seen[0]] == ["P", "Q"]
+    board.set_project_config(human(), "Q", {"workspace": "shared"})
+    board.create_card(human(), "Q", "three")
+    assert ticker.tick(news={"project.configured", "card.created"}).passes["poll"]["claimed"]
+    q = board.project("Q")
+    assert rt.projects_seen[1][q.id] == {"workspace": "shared"}  # admitted with the edit
+    store.close()

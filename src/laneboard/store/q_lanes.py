@@ -96,6 +96,13 @@ class LaneQueries(Queries):
         )
         return [int(r["id"]) for r in got]
 
+    def lane_rows_ended(self) -> list[Row]:
+        """Every lane, by id, each with ``card_ended`` (1: its card is done or canceled)."""
+        return self.all(
+            "SELECT l.*, CASE WHEN c.status IN ('done', 'canceled') THEN 1 ELSE 0 END "
+            "AS card_ended FROM lanes l LEFT JOIN cards c ON c.id = l.card_id ORDER BY l.id"
+        )
+
     def terminal_lane_rows(self, card_id: int | None = None) -> list[Row]:
         """Active or landed lanes of terminal cards (of one card if given), by id."""
         sql = (

@@ -128,13 +128,16 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
     if dry_run:
         return {"dry_run": True}
     from laneboard.workspace.land import cleanup_terminal, sweep_lanes
+    from laneboard.workspace.lanes import lanes_and_ended
 
+    with rt.store.autocommit() as tx:  # one read for both: every lane, and the ended ones
+        every, ended = lanes_and_ended(tx)
     cleaned = [
         c
-        for c in cleanup_terminal(rt.store, clones=rt.clones, machine=rt.machine)
+        for c in cleanup_terminal(rt.store, clones=rt.clones, machine=rt.machine, lanes=ended)
         if c.get("action") == "cleaned"
     ]
-    swept = sweep_lanes(rt.store, clones=rt.clones, machine=rt.machine)
+    swept = sweep_lanes(rt.store, clones=rt.clones, machine=rt.machine, lanes=every)
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
     pruned = session_files.prune(rt)
@@ -251,6 +254,9 @@ class Ticker:
         now = rt.now()
         if not force and not changed and now < self.next_due_ms:
             return TickResult("idle", "nothing changed", {}, (time.perf_counter() - started) * 1000)
+        rt.keep_projects = self.resident
+        if news is None or any(t.startswith("project.") for t in news):
+            rt.projects_seen = None  # a project changed (or who knows): the poll reads them
         if dry_run:
             out = {name: fn(rt, True) for name, fn in registered_passes()}
             return TickResult("ran", "dry run", out, (time.perf_counter() - started) * 1000)

@@ -94,7 +94,12 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     with rt.store.autocommit() as tx:  # what every poll reads; most stop after it
         absent = look and tx.alert_row(f"no_resident|{rt.machine}") is not None
         live = records.queue_rows(tx, machine=rt.machine)
-        listed, stored = tx.projects_and_configs()  # a pass admits with these settings
+        # a pass admits with these settings; a resident ticker keeps them until a project's
+        # news (``Runtime.projects_seen``)
+        seen = rt.projects_seen if rt.keep_projects else None
+        listed, stored = seen if seen is not None else tx.projects_and_configs()
+        if rt.keep_projects and seen is None:
+            rt.projects_seen = (listed, stored)
         projects = {p.id: p for p in listed}
     if look:
         rt.absence_read = rt.now()

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from laneboard.agents.selection import Choice, choose_kind, unassigned_role
 from laneboard.board.service import Board
@@ -39,6 +40,11 @@ class Runtime:
     run_scope: int | None = None  # lb run: the claims of its ticks are this run's cards only
     _project_roles: dict[str, tuple[float, dict[str, Role]]] = field(default_factory=dict)
     absence_read: int | None = None  # when the poll last read its no_resident alert (ms)
+    # the projects and their board settings as the last poll read them, kept while a
+    # resident ticker runs the polls (``keep_projects``): it forgets them on a project's
+    # news (every project write logs project.*) and on a tick without news
+    projects_seen: tuple[list[Project], dict[int, dict[str, Any]]] | None = None
+    keep_projects: bool = False
 
     def __post_init__(self) -> None:
         t = self.config.time

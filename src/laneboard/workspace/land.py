@@ -353,6 +353,7 @@ def cleanup_terminal(
     card_id: int | None = None,
     clones: str | None = None,
     machine: str | None = None,
+    lanes: list[Lane] | None = None,
 ) -> list[dict[str, Any]]:
     """Remove the worktree, then the branch, of terminal cards' merged lanes.
 
@@ -362,11 +363,13 @@ def cleanup_terminal(
     branch is on the remote's base; its branch is then deleted from the remote too.
 
     Returns one entry per lane looked at: ``cleaned`` or ``kept`` with the reason.
+    ``lanes``: those lanes (``terminal_lanes``), when the caller has read them.
     """
     from laneboard.workspace import remote as rm
 
-    with store.autocommit() as tx:
-        lanes = terminal_lanes(tx, card_id)
+    if lanes is None:
+        with store.autocommit() as tx:
+            lanes = terminal_lanes(tx, card_id)
     me = machine or rm.this_machine()
     fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
     out = []
@@ -443,19 +446,24 @@ def _keep_runtime_files(lane: Lane) -> None:
 
 
 def sweep_lanes(
-    store: Store, clones: str | None = None, machine: str | None = None
+    store: Store,
+    clones: str | None = None,
+    machine: str | None = None,
+    lanes: list[Lane] | None = None,
 ) -> list[dict[str, Any]]:
     """Drop lane records whose tree is gone and whose branch no longer resolves.
 
     A record is dropped only when the git probe actually ran: a missing repository or
     a git failure keeps it. A lane in a clone of a project's remote is judged only by its
     own machine (``remote.is_mine``): another machine's clone at the same path has neither
-    its tree nor its branch.
+    its tree nor its branch. ``lanes``: every lane, when the caller has read them (the
+    records are judged by their tree and branch, whatever state they were read in).
     """
     from laneboard.workspace import remote as rm
 
-    with store.autocommit() as tx:
-        lanes = all_lanes(tx)
+    if lanes is None:
+        with store.autocommit() as tx:
+            lanes = all_lanes(tx)
     me = machine or rm.this_machine()
     dropped: list[dict[str, Any]] = []
     for lane in lanes:

@@ -131,6 +131,18 @@ def all_lanes(tx: Tx, states: tuple[str, ...] = ()) -> list[Lane]:
     return [_lane(r) for r in tx.lane_rows(states)]
 
 
+def lanes_and_ended(tx: Tx) -> tuple[list[Lane], list[Lane]]:
+    """Every lane, and those of them ``terminal_lanes`` names, in one read."""
+    got = tx.lane_rows_ended()
+    every = [_lane(r) for r in got]
+    ended = [
+        lane
+        for lane, r in zip(every, got, strict=True)
+        if r["card_ended"] and lane.state in ("active", "landed")
+    ]
+    return every, ended
+
+
 def terminal_lanes(tx: Tx, card_id: int | None = None) -> list[Lane]:
     """The active or landed lanes of done or canceled cards (of one card if given)."""
     return [_lane(r) for r in tx.terminal_lane_rows(card_id)]
