@@ -98,10 +98,12 @@ def _locked(tx: Tx, card_id: int) -> Card:
     return card
 
 
-def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any]) -> Card:
+def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any], *, reread: bool = True) -> Card:
+    """Write ``fields`` on the card's version read before, with its event; the card as
+    written (``reread=False``: the card as given, for a caller that needs only its id)."""
     if not tx.update_card(card.id, card.version, fields):
         raise Skip(f"{card.ref} changed while it was being written")
-    fresh = tx.card(card.id)
+    fresh = tx.card(card.id) if reread else card
     assert fresh is not None
     tx.append_event(  # after the read: an event appended last is written with the commit
         "card.edited",
@@ -448,7 +450,9 @@ def _auto_accept(rt: Runtime, a: Action) -> str:
         if acceptance_blocked(card):
             raise Skip(f"{card.ref}'s acceptance was refused on this round; a human lands it")
         if card.meta.get("accepted_by") != "loop-auto":
-            card = _save(tx, rt, card, {"meta": {**card.meta, "accepted_by": "loop-auto"}})
+            # the move that follows reads the card itself: only its id is needed here
+            meta = {**card.meta, "accepted_by": "loop-auto"}
+            card = _save(tx, rt, card, {"meta": meta}, reread=False)
     return _accept(rt, card, "acceptance off")
 
 
