@@ -63,3 +63,23 @@ def test_a_failed_end_transaction_still_leaves_the_rest_to_write(
     got = board.transcript(card.ref)["entries"]
     assert [e["type"] for e in got] == ["prompt", "message", "result"]
     board.store.close()
+
+
+def test_a_running_turns_transcript_is_written_every_half_second(
+    store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from laneboard.supervisor import transcript_sink
+
+    waits: list[float] = []
+    flushes: list[int] = []
+
+    def pause(closed: Any, seconds: float) -> bool:
+        waits.append(seconds)
+        return closed.is_set() or len(waits) > 2  # two timed flushes, then stop
+
+    monkeypatch.setattr(transcript_sink, "_pause", pause)
+    monkeypatch.setattr(TranscriptSink, "_write", lambda self: flushes.append(1))
+    board, _, sink = _turn(store_url, tmp_path)
+    sink._thread.join(5)
+    assert waits == [0.5, 0.5, 0.5] and len(flushes) == 2  # one write per half second
+    board.store.close()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from laneboard.store.tx import Tx
     from laneboard.supervisor.runtime import Runtime
 
-FLUSH_S = 0.25
+FLUSH_S = 0.5  # a follower sees a running turn's output within half a second
 
 
 class TranscriptSink:
@@ -109,8 +109,13 @@ class TranscriptSink:
             self.rt.log.warn("pool", f"transcript write failed: {exc}", card=self.card.ref)
 
     def _loop(self) -> None:
-        while not self._closed.wait(FLUSH_S):
+        while not _pause(self._closed, FLUSH_S):
             self._write()
+
+
+def _pause(closed: threading.Event, seconds: float) -> bool:
+    """The timed flush's wait: True once the sink is closed."""
+    return closed.wait(seconds)
 
 
 def stop_requested(rt: Runtime, turn_id: int) -> str | None:
