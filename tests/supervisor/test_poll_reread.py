@@ -86,3 +86,35 @@ def test_the_poll_reads_the_projects_again_on_a_projects_news_only(
     q = board.project("Q")
     assert rt.projects_seen[1][q.id] == {"workspace": "shared"}  # admitted with the edit
     store.close()
+
+
+def test_after_a_lost_claim_the_next_candidates_are_taken_in_a_random_order(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machines polling at once try the same cards in the same order: one that lost a
+    claim spreads over the next ones instead of racing the winner for each in turn."""
+    from laneboard.errors import LaneboardError
+
+    store = open_store(store_url, RealNowClock())
+    board = Board(store)
+    board.add_project(human(), "S", path=str(tmp_path))
+    refs = [board.create_card(human(), "S", f"c{n}").ref for n in range(5)]
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "log")),
+                 pool_alive=lambda: True)  # fmt: skip
+    claim = rt.board.claim_in
+
+    def first_taken_elsewhere(tx: Any, actor: Any, card_id: int, *a: Any) -> Any:
+        if card_id == board.get(refs[0]).id:
+            raise LaneboardError("CLAIM_CONFLICT", "claimed by another machine", "next")
+        return claim(tx, actor, card_id, *a)
+
+    class Reversing:
+        def shuffle(self, items: list[Any]) -> None:
+            items.reverse()
+
+    monkeypatch.setattr(rt.board, "claim_in", first_taken_elsewhere)
+    monkeypatch.setattr(poll, "_rng", Reversing())
+    res = poll.poll(rt)
+    assert res.lost == 1
+    assert res.claimed == list(reversed(refs[1:]))  # the next ones, in the spread order
+    store.close()

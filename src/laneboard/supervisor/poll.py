@@ -10,6 +10,7 @@ card-scoped failure is counted (backoff 30 s doubling to 1 h from the 3rd, hold 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ BACKOFF_FROM = 3
 # while a resident pool runs here, nobody raises its absence: its alert is read this often
 ABSENCE_READ_MS = 60_000
 REREAD_MS = 50  # a candidate is read again before its admission after this long
+SPREAD = 2  # after a lost claim: the next candidates its budget covers, and this many more,
+_rng = random.Random()  # are taken in a random order
 HOLD_AT = 5
 BASE_BACKOFF_MS = 30_000
 
@@ -49,6 +52,7 @@ class PollResult:
     # a card waits for a queue row to close (no slot, its project's cap, its own row still
     # open): the row's closing, which logs no event, is news for the next tick
     waits_on_rows: bool = False
+    lost: int = 0  # claims another machine's poll made first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,7 +138,9 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
         now = tx.now()
     caps: dict[int, int] = {}
-    for cand in cands:
+    order, at = list(cands), 0
+    while at < len(order):
+        cand, at = order[at], at + 1
         card = cand.card
         if card.kind is CardKind.EPIC:
             continue  # an epic is rolled up by the workflow pass, never handed to an agent
@@ -183,9 +189,17 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.plan.append({**step, "action": "claim"})
             budget -= 1
             continue
+        lost = res.lost
         if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res, read_at):
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
+        elif res.lost > lost:
+            # another machine claims these cards in this same order right now: take the
+            # next ones in a random order, so racing machines spread instead of losing each
+            # claim in turn
+            window = order[at : at + budget + SPREAD]
+            _rng.shuffle(window)
+            order[at : at + len(window)] = window
     return res
 
 
@@ -261,6 +275,8 @@ def _dispatch(
             )
     except LaneboardError as err:
         rt.log.info("poll", f"claim refused: {err.message}", card=card.ref)
+        if err.code == "CLAIM_CONFLICT":
+            res.lost += 1
         return False
     res.claimed.append(card.ref)
     rt.log.info("poll", "claimed and enqueued", card=card.ref, role=role, kind=kind)
