@@ -272,6 +272,22 @@ class PostgresStore(Store):
             raise
         self._release(raw)
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """``Store.query`` without a context manager: reads like a claim's probe are many."""
+        import psycopg
+
+        raw = self._acquire()
+        try:
+            got = _PgConn(raw).execute(sql, params)
+        except psycopg.OperationalError:
+            self._release(raw, broken=True)
+            raise
+        except BaseException:
+            self._release(raw, broken=raw.closed or raw.broken)
+            raise
+        self._release(raw)
+        return got
+
     def _migration_lock(self, conn: Conn) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (7_211_000,))
 

@@ -231,6 +231,17 @@ class SQLiteStore(Store):
             raise
         self._release(raw)
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """``Store.query`` without a context manager: reads like a claim's probe are many."""
+        raw = self._acquire()
+        try:
+            got = self._wrap(raw).execute(sql, params)
+        except BaseException:
+            self._release(raw, broken=raw.in_transaction)
+            raise
+        self._release(raw)
+        return got
+
     def introspect(self) -> dict[str, Any]:
         raw = self._acquire()
         try:
