@@ -185,3 +185,22 @@ def test_a_migration_numbered_below_the_newest_is_applied(store_url: str, review
         _rank_holds(store)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("pg", [False, True])
+def test_the_statement_built_once_per_claimant_is_the_one_built_each_time(pg: bool) -> None:
+    from laneboard.store.rank_sql import ClaimSet, build_ranked_claim, ranked_claim
+
+    sets = [
+        ClaimSet(["w1"], True, None, 200, 32, 30),
+        ClaimSet(["alice", "bob"], False, 7, 200, 32, 60),
+        ClaimSet([], True, 3, 200, 32, 30),
+    ]
+    for claim_set in sets:
+        for now in (1_000, 2_000_000):
+            for who, kind, session, bypass in (
+                ("w1", "agent", None, False),
+                ("a", "human", "s", True),
+            ):
+                args = (claim_set, who, kind, session, bypass)
+                assert ranked_claim(pg, now, *args) == build_ranked_claim(pg, now, *args)

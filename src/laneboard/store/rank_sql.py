@@ -3,6 +3,7 @@ free one, with its event, in one statement (``store.claim_sql`` holds the claim'
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -119,6 +120,9 @@ def ranked_sql(pg: bool, now: int, claim_set: ClaimSet, n: int) -> tuple[str, li
     return sql, [*params, *ready_rank_params(claim_set.review_aging_min), n]
 
 
+NOW = object()  # stands for the time in a statement built once for one claimant
+
+
 def ranked_claim(
     pg: bool,
     now: int,
@@ -128,8 +132,39 @@ def ranked_claim(
     session_id: str | None,
     bypass_assignee: bool,
 ) -> tuple[str, list[Any]] | None:
+    """``build_ranked_claim``, built once per claimant and claim set (a worker claims the
+    next card again and again): only the time changes from one call to the next."""
+    key = claim_set._replace(assignees=tuple(claim_set.assignees))
+    got = _ranked_claim(pg, key, holder, holder_kind, session_id, bypass_assignee)
+    if got is None:
+        return None
+    return got[0], [now if p is NOW else p for p in got[1]]
+
+
+@functools.lru_cache(maxsize=256)
+def _ranked_claim(
+    pg: bool,
+    claim_set: ClaimSet,
+    holder: str,
+    holder_kind: str,
+    session_id: str | None,
+    bypass_assignee: bool,
+) -> tuple[str, tuple[Any, ...]] | None:
+    got = build_ranked_claim(pg, NOW, claim_set, holder, holder_kind, session_id, bypass_assignee)
+    return None if got is None else (got[0], tuple(got[1]))
+
+
+def build_ranked_claim(
+    pg: bool,
+    now: Any,
+    claim_set: ClaimSet,
+    holder: str,
+    holder_kind: str,
+    session_id: str | None,
+    bypass_assignee: bool,
+) -> tuple[str, list[Any]] | None:
     """The ``claim --next`` statement: claim the first free card of ``ranked_sql``,
-    returning the card.
+    returning the card (``now`` is only ever a parameter).
 
     When the index order is the weight order, the statement walks the index
     (``index_pick``); otherwise it ranks. On PostgreSQL the ranked ids are read once,
