@@ -41,15 +41,16 @@ def quote_ident(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _convert(sql: str) -> tuple[str, bool | None]:
+def _convert(sql: str) -> tuple[bytes, bool | None]:
     """The server's form of a statement (``$1``, ``$2``, ...: it is sent as it is, through
-    ``_run``), and whether it may be prepared (None: automatically)."""
+    ``_run``; encoded once, its text being ASCII), and whether it may be prepared (None:
+    automatically)."""
     parts = sql.split("?")
     text = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
-    return text, (False if _STAR.search(sql) else None)
+    return text.encode(), (False if _STAR.search(sql) else None)
 
 
-def _run(raw: Any, text: str, params: Sequence[Any], prepare: bool | None) -> Any:
+def _run(raw: Any, text: bytes, params: Sequence[Any], prepare: bool | None) -> Any:
     """Execute a statement in the server's own placeholders (``_convert``) on a raw cursor:
     psycopg then parses no query text (it does for ``%s``, on every call for a statement
     over 4 kB), and the statement is prepared as usual."""
