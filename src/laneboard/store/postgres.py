@@ -50,15 +50,34 @@ def _convert(sql: str) -> tuple[bytes, bool | None]:
     return text.encode(), (False if _STAR.search(sql) else None)
 
 
+# column names by statement, for the statements whose columns are named (``_STAR``)
+_NAMES: dict[bytes, tuple[str, ...]] = {}
+
+
 def _run(raw: Any, text: bytes, params: Sequence[Any], prepare: bool | None) -> Any:
     """Execute a statement in the server's own placeholders (``_convert``) on a raw cursor:
     psycopg then parses no query text (it does for ``%s``, on every call for a statement
-    over 4 kB), and the statement is prepared as usual."""
+    over 4 kB), and the statement is prepared as usual. Rows come as tuples (``_rows``)."""
     from psycopg import RawCursor
+    from psycopg.rows import tuple_row
 
-    cur = RawCursor(raw)
+    cur = RawCursor(raw, row_factory=tuple_row)
     cur.execute(text, params, prepare=prepare)
     return cur
+
+
+def _rows(cur: Any, text: bytes, prepare: bool | None) -> list[Row]:
+    """A ``_run`` statement's rows as dicts, with its column names read once per statement
+    whose columns are named (a ``*`` may gain a column when a migration runs elsewhere)."""
+    res = cur.pgresult  # not ``cur.description``, which builds a record per column
+    if res is None or res.nfields == 0:
+        return []
+    names = _NAMES.get(text) if prepare is None else None
+    if names is None:
+        names = tuple(res.fname(i).decode() for i in range(res.nfields))
+        if prepare is None:
+            _NAMES[text] = names
+    return [dict(zip(names, values, strict=True)) for values in cur.fetchall()]
 
 
 NOTIFY_TYPES_MAX = 1000  # a longer list of event types is announced as '' (unknown)
@@ -90,11 +109,7 @@ class _PgConn(Conn):
         except psycopg.DataError as exc:  # the board checks input first; this is the net
             raise unstorable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
         self._rowcount = cur.rowcount
-        res = cur.pgresult  # not ``cur.description``, which builds a record per column
-        if res is None or res.nfields == 0:
-            return []
-        rows: list[Row] = cur.fetchall()
-        return rows
+        return _rows(cur, text, prepare)
 
     def rowcount(self) -> int:
         return self._rowcount
@@ -169,7 +184,7 @@ class PostgresStore(Store):
         text, prepare = _convert(sql)
         try:
             cur = _run(raw, text, scrub_params(sql, params), prepare)
-            got: list[Row] = cur.fetchall() if cur.pgresult and cur.pgresult.nfields else []
+            got = _rows(cur, text, prepare)
         except psycopg.OperationalError:
             self._release(raw, broken=True)
             raise
