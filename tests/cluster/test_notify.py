@@ -191,3 +191,40 @@ def test_a_claim_next_that_finds_no_card_announces_nothing(pg_store: Store) -> N
         _until(lambda: bool(listener.execute("SELECT 1") and got), "the write's notification")
         listener.execute("SELECT 1")  # anything queued before it has arrived by now
     assert len(got) == 1
+
+
+QUIET_WRITE = """
+import sys
+from laneboard.domain.model import system
+from laneboard.store import open_store
+
+store = open_store(sys.argv[1])
+with store.write() as tx:
+    tx.append_event("turn.output", system("remote"))
+store.close()
+"""
+
+
+def test_writes_of_the_turn_path_reach_only_followers_of_the_whole_log(
+    pg_store: Store,
+) -> None:
+    """They are announced on the quiet channel: a follower of the whole log listens to it
+    and is woken; the supervisor's loop, which skips them, does not even listen."""
+    from laneboard.store.postgres import PostgresStore
+    from laneboard.store.quiet import QUIET_TYPES
+
+    assert isinstance(pg_store, PostgresStore)
+    main, noise = pg_store.notify_channel(), pg_store.notify_channel(quiet=True)
+    with (
+        Broadcaster(pg_store, poll_s=HOUR, listen_poll_s=HOUR) as follower,
+        Broadcaster(pg_store, poll_s=HOUR, listen_poll_s=HOUR, quiet=QUIET_TYPES) as loop,
+    ):
+        _until(lambda: follower.listening and loop.listening, "the listeners")
+        assert follower.channels == (main, noise)
+        assert loop.channels == (main,)
+        waiter = Waiter(follower, _head(pg_store)).blocked()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        subprocess.run(
+            [sys.executable, "-c", QUIET_WRITE, pg_store.url], check=True, env=env, timeout=60
+        )
+        assert waiter.finished() is True

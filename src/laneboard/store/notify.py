@@ -11,7 +11,9 @@ spurious wake-up costs one index probe and a missed one at most one poll interva
   listener thread with a connection of its own ``LISTEN``s and reconnects when the
   connection drops (then wakes everyone, since notifications sent meanwhile are lost).
   A broadcaster made with ``quiet`` types is not woken by a write that named only those
-  (the supervisor's loop: the turn path's own records; see ``supervisor.loop.NOISE``);
+  (the supervisor's loop: the turn path's own records; see ``supervisor.loop.NOISE``),
+  and one that ignores all of ``store.quiet.QUIET_TYPES`` does not even listen to the
+  quiet channel those writes are announced on;
 * polling: every ``poll_s`` while nothing listens (SQLite across processes, or the
   listener reconnecting), and every ``listen_poll_s`` as a safety net while it listens.
 
@@ -29,6 +31,7 @@ from typing import Any
 
 from laneboard.domain.cursor import EventCursor, parse_cursor
 from laneboard.store.base import Store
+from laneboard.store.quiet import QUIET_TYPES
 
 RETRY_MAX_S = 5.0
 
@@ -59,6 +62,7 @@ class Broadcaster:
         self._thread: threading.Thread | None = None
         self._raw: Any = None
         self.listening = False
+        self.channels: tuple[str, ...] = ()  # what the listener LISTENs on
         self.reconnects = 0
         self.backend_pid: int | None = None
         self.last_error: str | None = None
@@ -193,10 +197,14 @@ class Broadcaster:
         from laneboard.store.postgres import PostgresStore, quote_ident
 
         assert isinstance(self.store, PostgresStore)
-        channel = self.store.notify_channel()
+        channels = [self.store.notify_channel()]
+        if not self.quiet >= QUIET_TYPES:  # it wants the writes of only those types too
+            channels.append(self.store.notify_channel(quiet=True))
         raw = psycopg.connect(self.store.url, autocommit=True, connect_timeout=10)
         self._raw = raw
-        raw.execute(f"LISTEN {quote_ident(channel)}")
+        for channel in channels:
+            raw.execute(f"LISTEN {quote_ident(channel)}")
+        self.channels = tuple(channels)
         self.backend_pid = int(raw.info.backend_pid)
         self.listening = True
         self.wake()  # anything committed while nobody listened is found by the waiters

@@ -15,6 +15,7 @@ from laneboard.domain.clock import Clock
 from laneboard.secrets import scrub_params
 from laneboard.store.announce import Announcer
 from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
+from laneboard.store.quiet import QUIET_TYPES
 
 CHANNEL_PREFIX = "laneboard:"
 # a statement whose result columns follow the table (``SELECT *``, ``RETURNING t.*``) is
@@ -22,14 +23,25 @@ CHANNEL_PREFIX = "laneboard:"
 _STAR = re.compile(r"(?:\bSELECT|\bRETURNING|,)\s+(?:\w+\.)?\*")
 
 
-def channel_for(schema: str) -> str:
-    """The NOTIFY channel of the board in ``schema`` (channels are per database)."""
-    name = CHANNEL_PREFIX + schema
+QUIET_SUFFIX = ":quiet"
+
+
+def channel_for(schema: str, *, quiet: bool = False) -> str:
+    """The NOTIFY channel of the board in ``schema`` (channels are per database); with
+    ``quiet``, the one its writes of only ``QUIET_TYPES`` are announced on."""
+    suffix = QUIET_SUFFIX if quiet else ""
+    name = CHANNEL_PREFIX + schema + suffix
     if len(name.encode()) > 63:  # an identifier's limit; a long name is hashed
         import hashlib
 
-        name = CHANNEL_PREFIX + hashlib.sha1(schema.encode()).hexdigest()[:20]
+        name = CHANNEL_PREFIX + hashlib.sha1(schema.encode()).hexdigest()[:20] + suffix
     return name
+
+
+def quiet_payload(types: str) -> bool:
+    """Whether an announcement of ``types`` goes to the quiet channel: it names only
+    ``QUIET_TYPES`` ('' names none: an unknown write is announced to everyone)."""
+    return bool(types) and set(types.split(",")) <= QUIET_TYPES
 
 
 def quote_literal(text: str) -> str:
@@ -127,14 +139,17 @@ class PostgresStore(Store):
     def __init__(self, url: str, clock: Clock | None = None) -> None:
         super().__init__(url, clock)
         self._channel: str | None = None
+        self._quiet_channel = ""
         self.announcer = Announcer(self._send_notify)
 
-    def notify_channel(self) -> str:
-        """The channel this board's events are announced on (one per schema)."""
+    def notify_channel(self, *, quiet: bool = False) -> str:
+        """The channel this board's events are announced on (one per schema), or with
+        ``quiet`` the one for writes of only ``QUIET_TYPES``."""
         if self._channel is None:
             got = self.query("SELECT current_schema() AS s")
             self._channel = channel_for(str(got[0]["s"]))
-        return self._channel
+            self._quiet_channel = channel_for(str(got[0]["s"]), quiet=True)
+        return self._quiet_channel if quiet else self._channel
 
     def _connect(self) -> Any:
         import psycopg
@@ -222,8 +237,10 @@ class PostgresStore(Store):
         super().close()
 
     def _notify_sql(self, raw: Any, types: str) -> str:
-        """The wake-up of a write whose events have ``types`` ('' when not known)."""
-        return f"SELECT pg_notify({quote_literal(self._channel_of(raw))}, {quote_literal(types)})"
+        """The wake-up of a write whose events have ``types`` ('' when not known), on the
+        quiet channel when they are all ``QUIET_TYPES``."""
+        channel = self._channel_of(raw, quiet=quiet_payload(types))
+        return f"SELECT pg_notify({quote_literal(channel)}, {quote_literal(types)})"
 
     def _rollback(self, raw: Any) -> None:
         try:
@@ -268,10 +285,12 @@ class PostgresStore(Store):
         )
         return f"INSERT INTO events ({EVENT_COLUMNS}) VALUES {rows} RETURNING id, xid"
 
-    def _channel_of(self, raw: Any) -> str:
+    def _channel_of(self, raw: Any, *, quiet: bool = False) -> str:
         if self._channel is None:
-            self._channel = channel_for(raw.execute("SELECT current_schema() AS s").fetchone()["s"])
-        return self._channel
+            schema = raw.execute("SELECT current_schema() AS s").fetchone()["s"]
+            self._channel = channel_for(schema)
+            self._quiet_channel = channel_for(schema, quiet=True)
+        return self._quiet_channel if quiet else self._channel
 
     @contextmanager
     def _autocommit(self) -> Iterator[Conn]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from laneboard.domain.cursor import EventCursor
 from laneboard.store.notify import Broadcaster, WakingEvent
+from laneboard.store.quiet import QUIET_TYPES
 from laneboard.supervisor import (
     cluster,
     instances,
@@ -48,17 +49,7 @@ PATROL_EVENT_S = 60.0  # patrol (time-based) on an event tick: at most this ofte
 
 # Event types no pass acts on: the turn path's own records, claims and their credentials.
 # They wake the loop (one read) but no tick; a turn's end frees its slot through FREED.
-NOISE = frozenset(
-    {
-        "turn.output",
-        "turn.started",
-        "turn.finished",
-        "token.created",
-        "dispatch.enqueued",
-        "card.claimed",
-        "card.heartbeat",
-    }
-)
+NOISE = QUIET_TYPES  # announced on the quiet channel, which this loop does not listen to
 STOP_REQUESTED = "turn.stop_requested"  # ``lb card stop``: the pool reads it on this news
 FREED = "pool.freed"  # not an event: a turn of this pool ended, its slot is free
 # On an event tick a pass runs when some news is not in its skip set (an event type it
