@@ -227,13 +227,12 @@ class Agent:
             self.lb(*args)
             if "verdict" in step:
                 self.lb("card", "move", self.card, "in_review")
-        elif "deliver" in step:
+        elif "deliver" in step:  # the report and the move to in_review, as one command
             self.commit(f"{self.card}: {step['deliver']}")
-            args = ["card", "report", self.card, "--body", step["deliver"]]
+            args = ["card", "deliver", self.card, "--body", step["deliver"]]
             for ev in step.get("evidence", []):
                 args += ["--evidence", ev]
             self.lb(*args)
-            self.lb("card", "move", self.card, "in_review")
         elif "ask" in step:
             out = self.lb("card", "ask", self.card, step["ask"], "--json")
             qid = str(json.loads(out.stdout)["id"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from laneboard.board import authority, inputs
@@ -262,9 +262,15 @@ class CardsMixin(BoardBase):
         with self.store.read() as tx:
             return tx.card_by_key(key)
 
-    def card_detail(self, ref: str | int) -> dict[str, Any]:
+    def card_detail(
+        self, ref: str | int, *, check: Callable[[Tx, Card], None] | None = None
+    ) -> dict[str, Any]:
+        """A card with its comments, reports, dependencies and turns, in one read;
+        ``check`` (a read scope) sees the card first and may refuse it."""
         with self.store.read() as tx:
             card = self._card(tx, ref)
+            if check is not None:
+                check(tx, card)
             out = card.to_dict()
             out["comments"] = [c.to_dict() for c in tx.comments(card.id)]
             out["reports"] = [r.to_dict() for r in tx.reports(card.id)]
