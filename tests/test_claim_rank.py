@@ -204,3 +204,32 @@ def test_the_statement_built_once_per_claimant_is_the_one_built_each_time(pg: bo
             ):
                 args = (claim_set, who, kind, session, bypass)
                 assert ranked_claim(pg, now, *args) == build_ranked_claim(pg, now, *args)
+
+
+@pytest.mark.parametrize("review", [False, True])
+def test_candidates_read_from_the_index_are_the_heaviest_in_the_domain_order(
+    store_url: str, review: bool
+) -> None:
+    """The supervisor's candidates: the first few straight from the index when its order
+    is the weight order, else a window weighed in full; the same cards either way."""
+    clock = FakeClock()
+    store = open_store(store_url, clock)
+    try:
+        board = Board(store)
+        pid = board.add_project(ME, "P").id
+        orig = board.create_card(ME, "P", "work", status="backlog")
+        gaps = itertools.cycle([0, 1, 7 * MINUTE_MS, 3, MINUTE_MS])
+        for i in range(40):
+            clock.advance(next(gaps))
+            meta = {"review_of": orig.id} if review and i % 9 == 4 else None
+            board.create_card(ME, "P", f"c{i}", priority=1 + i % 3, meta=meta)
+        clock.advance(50 * MINUTE_MS)
+        expected = _domain_order(store, pid)
+        for limit in (1, 5, 12):
+            got = board.candidates(include_unassigned=True, project="P", limit=limit)
+            assert [c.card.id for c in got] == expected[:limit]
+        with store.read() as tx:
+            direct = tx.ready_in_weight_order(project_id=pid, limit=5)
+        assert (direct is None) is review  # a review card is weighed in full
+    finally:
+        store.close()

@@ -100,14 +100,6 @@ class LinksMixin(BoardBase):
             pid = self._project(tx, project).id if project is not None else None
             now = tx.now()
             unassigned = include_unassigned or not assignees
-            ready = tx.ready_cards(
-                assignees=assignees,
-                unassigned=unassigned,
-                project_id=pid,
-                run_id=run_id,
-                run_statuses=run_statuses,
-                limit=max(limit * 4, 200),
-            )
             stale_cards: list[Card] = []
             if stale:
                 stale_cards = [
@@ -118,6 +110,27 @@ class LinksMixin(BoardBase):
                     if (pid is None or c.project_id == pid)
                     and (run_id is None or c.run_id == run_id)
                 ]
+            # the heaviest ``limit`` straight from the index when its order is the weight
+            # order (nothing stale to weigh in either); else a window weighed in full
+            ready = None
+            if not stale_cards:
+                ready = tx.ready_in_weight_order(
+                    assignees=assignees,
+                    unassigned=unassigned,
+                    project_id=pid,
+                    run_id=run_id,
+                    run_statuses=run_statuses,
+                    limit=limit,
+                )
+            if ready is None:
+                ready = tx.ready_cards(
+                    assignees=assignees,
+                    unassigned=unassigned,
+                    project_id=pid,
+                    run_id=run_id,
+                    run_statuses=run_statuses,
+                    limit=max(limit * 4, 200),
+                )
             pool = ready + stale_cards
             fan = deps.downstream_counts(tx.open_dependents(), [c.id for c in pool]) if pool else {}
         stale_ids = {c.id for c in stale_cards}

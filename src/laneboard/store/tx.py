@@ -31,6 +31,7 @@ from laneboard.store.q_schedules import ScheduleQueries
 from laneboard.store.q_tokens import TokenQueries
 from laneboard.store.q_transcript import TranscriptQueries
 from laneboard.store.q_usage import UsageQueries
+from laneboard.store.rank_sql import RANK_HOLDS
 from laneboard.store.rows import dumps
 
 if TYPE_CHECKING:
@@ -332,7 +333,57 @@ class Tx(
         limit: int = 500,
     ) -> list[Card]:
         """``todo`` cards whose dependencies are all done, for the given claim set (only
-        the cards of run ``run_id``; only cards in no run or a run in ``run_statuses``)."""
+        the cards of run ``run_id``; only cards in no run or a run in ``run_statuses``),
+        in ``(priority, id)`` order."""
+        where = self._ready_where(assignees, unassigned, project_id, run_id, run_statuses)
+        if where is None:
+            return []
+        got = self.all(
+            f"SELECT * FROM cards WHERE {where[0]} ORDER BY priority, id LIMIT ?",
+            [*where[1], limit],
+        )
+        return [rows.card(r) for r in got]
+
+    def ready_in_weight_order(
+        self,
+        *,
+        assignees: Sequence[str] = (),
+        unassigned: bool = True,
+        project_id: int | None = None,
+        run_id: int | None = None,
+        run_statuses: Sequence[str] = (),
+        limit: int = 50,
+    ) -> list[Card] | None:
+        """The first ``limit`` of ``ready_cards`` in ``cards_todo_rank`` order, which is
+        their weight order when no card of the set is weighed in full (no review card) and
+        ``RANK_HOLDS`` holds (as ``rank_sql.index_pick`` asks); None when it is not."""
+        where = self._ready_where(assignees, unassigned, project_id, run_id, run_statuses)
+        if where is None:
+            return []
+        cond, params = where
+        holds = self.one(
+            f"SELECT CASE WHEN {RANK_HOLDS} AND NOT EXISTS (SELECT 1 FROM cards WHERE "
+            f"{cond} AND claim_rank IS NULL) THEN 1 ELSE 0 END AS holds",
+            [self.now(), *params],
+        )
+        if not (holds and holds["holds"]):
+            return None
+        got = self.all(
+            f"SELECT * FROM cards WHERE {cond} AND claim_rank IS NOT NULL "
+            "ORDER BY priority, claim_rank, id LIMIT ?",
+            [*params, limit],
+        )
+        return [rows.card(r) for r in got]
+
+    @staticmethod
+    def _ready_where(
+        assignees: Sequence[str],
+        unassigned: bool,
+        project_id: int | None,
+        run_id: int | None,
+        run_statuses: Sequence[str],
+    ) -> tuple[str, list[Any]] | None:
+        """``ready_cards``' condition on ``cards`` and its parameters (None: no card)."""
         who: list[str] = []
         params: list[Any] = []
         if assignees:
@@ -341,7 +392,7 @@ class Tx(
         if unassigned:
             who.append("assignee IS NULL")
         if not who:
-            return []
+            return None
         extra = ""
         if project_id is not None:
             extra = " AND project_id = ?"
@@ -356,12 +407,7 @@ class Tx(
                 + ")))"
             )
             params.extend(run_statuses)
-        got = self.all(
-            f"SELECT * FROM cards WHERE status = 'todo' AND ({' OR '.join(who)}){extra} "
-            f"AND NOT {NOT_READY} ORDER BY priority, id LIMIT ?",
-            [*params, limit],
-        )
-        return [rows.card(r) for r in got]
+        return f"status = 'todo' AND ({' OR '.join(who)}){extra} AND NOT {NOT_READY}", params
 
     def stale_cards(
         self,
