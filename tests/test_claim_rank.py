@@ -22,6 +22,7 @@ from laneboard.domain.model import agent, human
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
 from laneboard.store.cas_sql import save_with_event
+from laneboard.store.tx import ReadySet
 
 ME = human("alice")
 
@@ -229,7 +230,7 @@ def test_candidates_read_from_the_index_are_the_heaviest_in_the_domain_order(
             got = board.candidates(include_unassigned=True, project="P", limit=limit)
             assert [c.card.id for c in got] == expected[:limit]
         with store.read() as tx:
-            direct = tx.ready_in_weight_order(project_id=pid, limit=5)
+            direct = tx.ready_in_weight_order(ReadySet(project_id=pid), 5)
         assert (direct is None) is review  # a review card is weighed in full
     finally:
         store.close()

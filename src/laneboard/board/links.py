@@ -11,6 +11,7 @@ from laneboard.board.base import BoardBase
 from laneboard.domain import deps, weights
 from laneboard.domain.model import Actor, Card
 from laneboard.errors import LaneboardError, not_found
+from laneboard.store.tx import ReadySet
 
 
 @dataclass(frozen=True)
@@ -112,25 +113,10 @@ class LinksMixin(BoardBase):
                 ]
             # the heaviest ``limit`` straight from the index when its order is the weight
             # order (nothing stale to weigh in either); else a window weighed in full
-            ready = None
-            if not stale_cards:
-                ready = tx.ready_in_weight_order(
-                    assignees=assignees,
-                    unassigned=unassigned,
-                    project_id=pid,
-                    run_id=run_id,
-                    run_statuses=run_statuses,
-                    limit=limit,
-                )
+            wanted = ReadySet(assignees, unassigned, pid, run_id, run_statuses)
+            ready = None if stale_cards else tx.ready_in_weight_order(wanted, limit)
             if ready is None:
-                ready = tx.ready_cards(
-                    assignees=assignees,
-                    unassigned=unassigned,
-                    project_id=pid,
-                    run_id=run_id,
-                    run_statuses=run_statuses,
-                    limit=max(limit * 4, 200),
-                )
+                ready = tx.ready_of(wanted, max(limit * 4, 200))
             pool = ready + stale_cards
             fan = deps.downstream_counts(tx.open_dependents(), [c.id for c in pool]) if pool else {}
         stale_ids = {c.id for c in stale_cards}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from laneboard.domain.model import Actor, Card, Comment, Project, Report
 from laneboard.store import rows
@@ -33,6 +33,17 @@ from laneboard.store.q_transcript import TranscriptQueries
 from laneboard.store.q_usage import UsageQueries
 from laneboard.store.rank_sql import RANK_HOLDS
 from laneboard.store.rows import dumps
+
+
+class ReadySet(NamedTuple):
+    """Whose ready cards a read takes (``Tx.ready_of``): a claim set and its run filters."""
+
+    assignees: Sequence[str] = ()
+    unassigned: bool = True
+    project_id: int | None = None
+    run_id: int | None = None
+    run_statuses: Sequence[str] = ()
+
 
 if TYPE_CHECKING:
     from laneboard.store.base import Store
@@ -335,7 +346,13 @@ class Tx(
         """``todo`` cards whose dependencies are all done, for the given claim set (only
         the cards of run ``run_id``; only cards in no run or a run in ``run_statuses``),
         in ``(priority, id)`` order."""
-        where = self._ready_where(assignees, unassigned, project_id, run_id, run_statuses)
+        return self.ready_of(
+            ReadySet(assignees, unassigned, project_id, run_id, run_statuses), limit
+        )
+
+    def ready_of(self, ready: ReadySet, limit: int) -> list[Card]:
+        """``ready_cards`` of a ``ReadySet``."""
+        where = self._ready_where(*ready)
         if where is None:
             return []
         got = self.all(
@@ -344,20 +361,11 @@ class Tx(
         )
         return [rows.card(r) for r in got]
 
-    def ready_in_weight_order(
-        self,
-        *,
-        assignees: Sequence[str] = (),
-        unassigned: bool = True,
-        project_id: int | None = None,
-        run_id: int | None = None,
-        run_statuses: Sequence[str] = (),
-        limit: int = 50,
-    ) -> list[Card] | None:
-        """The first ``limit`` of ``ready_cards`` in ``cards_todo_rank`` order, which is
+    def ready_in_weight_order(self, ready: ReadySet, limit: int) -> list[Card] | None:
+        """The first ``limit`` of ``ready_of`` in ``cards_todo_rank`` order, which is
         their weight order when no card of the set is weighed in full (no review card) and
         ``RANK_HOLDS`` holds (as ``rank_sql.index_pick`` asks); None when it is not."""
-        where = self._ready_where(assignees, unassigned, project_id, run_id, run_statuses)
+        where = self._ready_where(*ready)
         if where is None:
             return []
         cond, params = where
