@@ -38,10 +38,16 @@ def redact(text: str) -> str:
     from laneboard.secrets import scrub
 
     text = scrub(text)
-    text = _TOKEN.sub("lbt_***", text)
-    text = _ASSIGNED.sub(r"\1=***", text)
-    text = _SK.sub(r"\1***", text)
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    # each pattern only where its telltale is (most lines have none of them)
+    if "lbt_" in text:
+        text = _TOKEN.sub("lbt_***", text)
+    if "=" in text:
+        text = _ASSIGNED.sub(r"\1=***", text)
+    if "sk-" in text:
+        text = _SK.sub(r"\1***", text)
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    return text
 
 
 class LogFile:
