@@ -406,7 +406,7 @@ class ClaimsMixin(BoardBase):
                 "pick another card from: lb card candidates",
             )
         self._after_claim(tx, actor, row, who)
-        return rows.card(row, tx.dependencies(cid))
+        return rows.card(row, dep_ids(row["deps"]))
 
     def heartbeat(self, actor: Actor, ref: str | int) -> Card:
         with self.store.write() as tx:

@@ -369,7 +369,7 @@ class ClaimQueries(Queries):
         if expect is not None:
             row = self.one(
                 f"UPDATE cards SET {sets} WHERE id = ? AND version = ? AND ({claimable}) "
-                "RETURNING *",
+                f"RETURNING *, {deps_column(self.pg)}",
                 (*set_params, card_id, expect["version"], *where_params),
             )
             if row is not None:
@@ -381,7 +381,7 @@ class ClaimQueries(Queries):
                 f"UPDATE cards SET {sets} FROM (SELECT id AS old_id, status AS prev_status, "
                 "holder AS prev_holder FROM cards WHERE id = ? FOR UPDATE) old "
                 f"WHERE cards.id = old.old_id AND ({claimable}) "
-                "RETURNING cards.*, old.prev_status, old.prev_holder",
+                f"RETURNING cards.*, old.prev_status, old.prev_holder, {deps_column(True)}",
                 (*set_params, card_id, *where_params),
             )
         # SQLite: the write lock is already exclusive, so a read first is exact
@@ -389,7 +389,8 @@ class ClaimQueries(Queries):
         if prev is None:
             return None
         row = self.one(
-            f"UPDATE cards SET {sets} WHERE id = ? AND ({claimable}) RETURNING *",
+            f"UPDATE cards SET {sets} WHERE id = ? AND ({claimable}) "
+            f"RETURNING *, {deps_column(False)}",
             (*set_params, card_id, *where_params),
         )
         if row is not None:
