@@ -98,6 +98,13 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
     held = board.get(card.ref)
     assert held.status is Status.IN_PROGRESS
     old_epoch = held.claim_epoch
+    with a.store.write() as tx:  # a's agent is mid-turn in its session when a goes silent
+        (row,) = records.queue_rows(tx, card_id=card.id)
+        session = records.save_session(
+            tx, "scripted", f"worker:{card.ref}", card_id=card.id, role="worker",
+            cwd="/nowhere", native_id="n1", round_=1, state="open", pid=4242,
+        )  # fmt: skip
+        turn = records.start_turn(tx, row.id, card.id, 1, session.id, "scripted", "n1", "go")
     hosts.clock.advance(seconds=3 * a.config.time.pool_heartbeat - 1)
     b = hosts.runtime("b")
     assert cluster.sweep(b) == []  # not silent for three heartbeat intervals yet
@@ -110,6 +117,12 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
     with b.store.read() as tx:
         assert records.queue_rows(tx, machine="a") == []  # a's rows are closed
         assert tx.supervisor_state(a.instance or "") == "fenced"
+        # its session and its turn end interrupted: nothing is left looking alive
+        assert tx.one("SELECT state, pid FROM sessions WHERE id = ?", (session.id,)) == {
+            "state": "interrupted",
+            "pid": None,
+        }
+        assert tx.scalar("SELECT outcome FROM turns WHERE id = ?", (turn,)) == "interrupted"
     types = [e.type for e in board.events(0, limit=1000)]
     assert types[-2:] == ["card.fenced", "supervisor.fenced"]
     with pytest.raises(LaneboardError) as err:  # what the old host's agent still writes

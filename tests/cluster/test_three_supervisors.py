@@ -162,8 +162,10 @@ def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
     try:
         _until(lambda: len(_listeners(schema)) >= 3, "three listeners")
         _until(lambda: _claimed_by(store, "host2") >= 1, "host2 running a card")
+        _until(lambda: bool(_running_turns(store, "host2")), "host2 mid-turn")
         hosts[1].proc.send_signal(signal.SIGKILL)  # host2 dies mid-turn
         hosts[1].proc.wait(30)
+        cut_short = _running_turns(store, "host2")
         before = _listeners(schema)
         with psycopg.connect(PG_BASE, autocommit=True) as conn:  # drop every LISTEN
             for pid in before:
@@ -175,7 +177,25 @@ def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
             h.stop()
     _assert_landed_once(board, bare, refs)
     _assert_the_records(store, refs)
+    with store.read() as tx:  # the dead host's turns end interrupted; none is left running
+        if cut_short:
+            marks = ",".join("?" * len(cut_short))
+            got = tx.all(f"SELECT outcome FROM turns WHERE id IN ({marks})", cut_short)
+            assert {r["outcome"] for r in got} == {"interrupted"}
+        assert tx.scalar("SELECT count(*) FROM turns WHERE outcome = 'running'") == 0
     store.close()
+
+
+def _running_turns(store: Store, machine: str) -> list[int]:
+    with store.read() as tx:
+        return [
+            int(r["id"])
+            for r in tx.all(
+                "SELECT t.id FROM turns t JOIN queue q ON q.id = t.queue_id "
+                "WHERE q.machine = ? AND t.outcome = 'running'",
+                (machine,),
+            )
+        ]
 
 
 def _assert_landed_once(board: Board, bare: Path, refs: list[str]) -> None:
