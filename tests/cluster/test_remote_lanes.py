@@ -26,7 +26,8 @@ from laneboard.domain.model import Card
 from laneboard.errors import LaneboardError
 from laneboard.store import Store
 from laneboard.workspace.hooks import install
-from laneboard.workspace.lanes import LaneAdmitter, lane_for
+from laneboard.workspace.lane_admit import LaneAdmitter
+from laneboard.workspace.lanes import lane_for
 from laneboard.workspace.remote import CLONE_MARK
 
 

@@ -14,7 +14,7 @@ from laneboard.config import SupervisorConfig, effective_project_config, project
 from laneboard.domain.model import AcceptanceMode, agent, human
 from laneboard.errors import LaneboardError
 from laneboard.workspace.admit import AdmissionError
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 ME = human("alice")
 

@@ -14,7 +14,7 @@ from laneboard.domain.model import agent
 from laneboard.domain.status import Status
 from laneboard.server import diffview
 from laneboard.store import Store
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 SAMPLE = """diff --git a/src/app.py b/src/app.py
 index 1111111..2222222 100644

@@ -18,7 +18,7 @@ from laneboard.board.service import Board
 from laneboard.domain.model import agent, human
 from laneboard.store import open_store
 from laneboard.workspace.hooks import install
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 ME = human("alice")
 

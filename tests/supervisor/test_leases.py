@@ -207,7 +207,7 @@ def test_the_fingerprint_before_a_turn_waits_for_a_landing(
 
     from laneboard.supervisor.pool import Pool
     from laneboard.workspace.land import LANDING
-    from laneboard.workspace.lanes import LaneAdmitter
+    from laneboard.workspace.lane_admit import LaneAdmitter
 
     store = open_store(sqlite_store_url, RealNowClock())
     board = Board(store)

@@ -10,7 +10,7 @@ from laneboard.board.service import Board
 from laneboard.domain.model import Card, agent, human
 from laneboard.store import Store
 from laneboard.workspace.hooks import install
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 ME = human("alice")
 

@@ -11,7 +11,8 @@ from tests.workspace.helpers import ME, commit_file, gated, git, project
 from laneboard.domain.status import Status
 from laneboard.store import Store
 from laneboard.workspace.admit import AdmissionError
-from laneboard.workspace.lanes import LaneAdmitter, lane_for, lanes_of
+from laneboard.workspace.lane_admit import LaneAdmitter
+from laneboard.workspace.lanes import lane_for, lanes_of
 
 
 def lane_events(store: Store) -> list[dict[str, object]]:

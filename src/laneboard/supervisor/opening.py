@@ -26,7 +26,7 @@ from laneboard.supervisor.records import QueueRow
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.brief import brief_path
 from laneboard.workspace.git import primary_checkout
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 from laneboard.workspace.remote import checkout_of
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from laneboard.supervisor.outcomes import dispatch_backoff_ms
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.admit import AdmissionError
 from laneboard.workspace.brief import write_brief
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 BACKOFF_FROM = 3
 # while a resident pool runs here, nobody raises its absence: its alert is read this often

@@ -20,7 +20,7 @@ from laneboard.store import Store
 from laneboard.supervisor.logs import LogFile
 from laneboard.workspace.admit import Admitter
 from laneboard.workspace.hooks import install as install_gates
-from laneboard.workspace.lanes import LaneAdmitter
+from laneboard.workspace.lane_admit import LaneAdmitter
 from laneboard.workspace.remote import checkout_of
 
 ROLES_TTL_S = 30.0  # a project's .laneboard/roles/ is read again after this long

@@ -1,0 +1,321 @@
+"""The lane admitter: the ``Admitter`` that gives each card of a git project its lane.
+
+It probes the base (``lanes.probe_base``, or the remote's for a project with a remote),
+makes the lane's checkout (``lanes.make_lane``) and records it (``lanes.record_lane``);
+a project with a remote has its lanes made in this machine's own clone of it. A card
+outside a git project, or a project with lanes turned off, runs in the project's
+directory as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from laneboard.domain.model import Card, Project
+from laneboard.errors import LaneboardError
+from laneboard.store import Store
+from laneboard.store.tx import Tx
+from laneboard.workspace import git as g
+from laneboard.workspace import remote as rm
+from laneboard.workspace.admit import AdmissionError
+from laneboard.workspace.lanes import (
+    LANE_PREFIX,
+    WORKTREES,
+    Lane,
+    conflict_to_resolve,
+    delivered_commit,
+    lane_for,
+    lane_name,
+    make_lane,
+    probe_base,
+    probe_remote_base,
+    record_lane,
+)
+
+if TYPE_CHECKING:
+    from laneboard.board.service import Board
+
+log = logging.getLogger("laneboard.lanes")
+
+
+class LaneAdmitter:
+    """The ``Admitter`` that gives every card in a git project its own lane; a project with
+    a remote has its lanes made in this machine's clone of it (under ``clones``)."""
+
+    CHECKOUT_TTL_S = 2.0  # one poll pass admits several cards of a project: ask git once
+
+    def __init__(
+        self,
+        board: Board,
+        *,
+        warn: Callable[[str], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        clones: str | None = None,
+        fetch_within_s: float = rm.FRESH_S,
+        machine: str | None = None,
+    ) -> None:
+        self.board = board
+        self.clones = clones
+        self.machine = machine or rm.this_machine()  # named in the lanes it records
+        self.fetch_within_s = fetch_within_s  # a remote fetched this recently is not again
+        self._mine: dict[int, Lane] = {}  # card id -> the lane admitted here (a remote's)
+        self.store: Store = board.store
+        self.warn = warn or log.warning
+        self._warned: set[str] = set()
+        self._monotonic = monotonic
+        self._checkouts: dict[str, tuple[float, str | None]] = {}
+        self._stored: Mapping[int, Mapping[str, Any]] = {}  # one poll pass's board settings
+
+    def primary_checkout(self, path: str) -> str | None:
+        """``git.primary_checkout``, remembered for a couple of seconds per directory."""
+        now = self._monotonic()
+        seen = self._checkouts.get(path)
+        if seen is not None and now - seen[0] < self.CHECKOUT_TTL_S:
+            return seen[1]
+        repo = g.primary_checkout(path)
+        self._checkouts[path] = (now, repo)
+        return repo
+
+    def admit(self, card: Card, project: Project) -> str:
+        if project.remote:
+            return self._admit_remote(card, project)
+        if not project.path:
+            raise AdmissionError(f"project {project.key} has no directory", code="PROJECT_UNMAPPED")
+        if not os.path.isdir(project.path):
+            raise AdmissionError(
+                f"project directory {project.path} does not exist", code="PROJECT_DIR_MISSING"
+            )
+        cfg = self.settings(project)
+        if str(cfg.get("workspace", "lanes")) == "shared":
+            self._warn_shared(card, project)
+            return project.path
+        try:
+            repo = self.primary_checkout(project.path)
+            if repo is None:
+                return project.path  # not a git project: the card runs in place
+            lane = self._lane(card, project, repo, cfg)
+        except g.GitError as exc:
+            raise AdmissionError(str(exc), code="WORKSPACE_ERROR") from None
+        except OSError as exc:
+            raise AdmissionError(
+                f"cannot prepare the lane: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+        target = lane.target_dir(project.path)
+        os.makedirs(target, exist_ok=True)
+        return target
+
+    def _admit_remote(self, card: Card, project: Project) -> str:
+        """A lane in this machine's clone of the remote, from the remote's base."""
+        clone = rm.clone_dir(self.clones, project)
+        try:
+            declared = self.settings(replace(project, path=clone)).get("base_ref")
+            repo = rm.ensure_clone(self.clones, project, str(declared) if declared else None,
+                                   fresh_s=self.fetch_within_s)  # fmt: skip
+            cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
+            lane = self._lane(card, project, repo, cfg, remote=True)
+        except g.GitError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+        except OSError as exc:
+            raise AdmissionError(
+                f"cannot prepare the lane: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+        return lane.path
+
+    def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
+        """A review of a lane another machine ran, on this machine: a lane of the review card
+        in this machine's clone, at the round's verified commit as pushed to the remote."""
+        try:
+            declared = self.settings(replace(project, path=rm.clone_dir(self.clones, project)))
+            base = declared.get("base_ref")
+            repo = rm.ensure_clone(self.clones, project, str(base) if base else None)
+            commit = delivered_commit(self.store, reviewed.card_id, reviewed.round)
+            if commit is None and g.resolves(repo, rm.tracking(reviewed.branch)):
+                commit = g.commit_of(repo, rm.tracking(reviewed.branch))
+            if commit is None or not g.resolves(repo, commit):
+                raise AdmissionError(
+                    f"{reviewed.branch} is not on the remote {project.remote} yet",
+                    code="WORKSPACE_REVIEW_TARGET_MISSING",
+                )
+            name = lane_name(review.ref, review.delivery_round)
+            branch, slot = LANE_PREFIX + name, os.path.join(repo, WORKTREES, name)
+            g.ensure_excluded(repo)
+            os.makedirs(os.path.join(repo, WORKTREES), exist_ok=True)
+            reuse = os.path.lexists(slot) and g.is_checkout(slot) and g.resolves(slot, "HEAD")
+            if reuse and g.commit_of(slot, "HEAD") == commit:
+                return self._record(review, repo, slot, branch, "reused",
+                                    reviewed.branch, commit).path  # fmt: skip
+            if os.path.lexists(slot):
+                self._move_aside(slot)
+            make_lane(repo, slot, branch, commit)
+            return self._record(review, repo, slot, branch, "review", reviewed.branch, commit).path
+        except g.GitError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+
+    @contextmanager
+    def settings_from(self, stored: Mapping[int, Mapping[str, Any]]) -> Iterator[None]:
+        """Admissions within take a project's board settings from ``stored`` — a poll pass's
+        one read of every project — rather than reading them per card."""
+        was, self._stored = self._stored, stored
+        try:
+            yield
+        finally:
+            self._stored = was
+
+    def settings(self, project: Project) -> dict[str, Any]:
+        """The project's resolved settings; a bad project file defers its cards uncounted."""
+        from laneboard.config import effective_project_config
+
+        stored = self._stored.get(project.id)
+        try:
+            if stored is None:
+                stored = self.board.project_config(project.id)
+            return effective_project_config(project, stored)
+        except LaneboardError as err:
+            raise AdmissionError(err.line(), card_scoped=False, code=err.code) from None
+
+    def _warn_shared(self, card: Card, project: Project) -> None:
+        path = os.path.realpath(str(project.path))
+        if path in self._warned:
+            return
+        with self.store.read() as tx:
+            others = tx.count_other_in_progress(project.id, card.id)
+        if int(others or 0) > 0:
+            self._warned.add(path)
+            self.warn(
+                f'project {project.key} uses workspace = "shared": parallel cards share '
+                f"{path} ({card.ref} joins {int(others)} in progress)"
+            )
+
+    def _lane(
+        self, card: Card, project: Project, repo: str, cfg: dict[str, Any], remote: bool = False
+    ) -> Lane:
+        name = lane_name(card.ref, card.delivery_round)
+        branch = LANE_PREFIX + name
+        slot = os.path.join(repo, WORKTREES, name)
+        g.ensure_excluded(repo)
+        os.makedirs(os.path.join(repo, WORKTREES), exist_ok=True)
+        if remote and os.path.lexists(slot) and not self._ours(card, slot):
+            self._drop_stale(repo, slot)
+        if os.path.lexists(slot):
+            checkout = os.path.isdir(slot) and not os.path.islink(slot) and g.is_checkout(slot)
+            if checkout and g.resolves(slot, "HEAD"):
+                have = g.current_branch(slot)
+                if have != branch:
+                    raise AdmissionError(
+                        f"{slot} is a checkout of {have or 'a detached HEAD'}, not {branch} "
+                        f"(move it away or remove it: rm -rf {slot})",
+                        code="WORKSPACE_ERROR",
+                    )
+                return self._record(card, repo, slot, branch, "reused")
+            self._move_aside(slot)  # not a checkout, or a lane half made (no commit yet)
+        if g.branch_exists(repo, branch):
+            make_lane(repo, slot, branch, g.commit_of(repo, f"refs/heads/{branch}"))
+            return self._record(card, repo, slot, branch, "reattached")
+        declared = cfg.get("base_ref")
+        if remote and g.resolves(repo, rm.tracking(branch)):  # pushed from another machine
+            make_lane(repo, slot, branch, g.commit_of(repo, rm.tracking(branch)))
+            return self._record(card, repo, slot, branch, "reattached")
+        if remote:
+            target = rm.base_branch(repo, str(declared) if declared else None)
+            base, base_commit = probe_remote_base(repo, card, target)
+        else:
+            base, base_commit = probe_base(repo, card, str(declared) if declared else None)
+        make_lane(repo, slot, branch, base_commit)
+        resolve = conflict_to_resolve(card)
+        if resolve is not None and base == resolve.get("onto"):
+            # the conflicting round merged in, its conflicts left for the worker to resolve
+            # (a lane shares the repository's objects, not its refs: merge the commit)
+            g.git(slot, "merge", "--no-ff", "--no-commit", str(resolve["lane_commit"]),
+                  check=False, identity=True)  # fmt: skip
+        return self._record(card, repo, slot, branch, "created", base, base_commit)
+
+    def _ours(self, card: Card, slot: str) -> bool:
+        """The round's lane record names this slot (a slot it does not name was left by an
+        admission here that another machine's claim won)."""
+        with self.store.read() as tx:
+            rec = lane_for(tx, card.id, card.delivery_round)
+        return rec is not None and rec.path == os.path.realpath(slot)
+
+    def _drop_stale(self, repo: str, slot: str) -> None:
+        """Remove a leftover lane of a clone that holds nothing of its own (clean, every
+        commit in the clone); anything else is moved aside, never lost."""
+        try:
+            clean = g.is_checkout(slot) and not g.status_lines(slot)
+            head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out
+            if clean and head.strip() and g.resolves(repo, head.strip()):
+                shutil.rmtree(slot)
+                return
+        except g.GitError:
+            pass  # a lane git cannot read is not known to be empty: it is kept, moved aside
+        self._move_aside(slot)
+
+    def _move_aside(self, slot: str) -> None:
+        stamp = self.store.clock.now_ms()
+        dest = f"{slot}.orphan-{stamp}"
+        n = 1
+        while os.path.lexists(dest):
+            dest = f"{slot}.orphan-{stamp}-{n}"
+            n += 1
+        shutil.move(slot, dest)
+        self.warn(f"moved a non-checkout directory out of the lane slot: {slot} -> {dest}")
+
+    def _record(
+        self,
+        card: Card,
+        repo: str,
+        slot: str,
+        branch: str,
+        how: str,
+        base: str | None = None,
+        base_commit: str | None = None,
+    ) -> Lane:
+        if base is None or base_commit is None:
+            with self.store.read() as tx:
+                old = lane_for(tx, card.id, card.delivery_round)
+            if old is not None:
+                base, base_commit = old.base, old.base_commit
+            else:  # an unrecorded branch: its fork point from the current branch
+                base = g.current_branch(repo) or "HEAD"
+                mb = g.git(repo, "merge-base", base, f"refs/heads/{branch}", check=False)
+                base_commit = mb.out.strip() if mb.ok else g.commit_of(repo, branch)
+        path = os.path.realpath(slot)
+        me = self.machine
+        if not rm.is_clone(repo):
+            with self.store.write() as tx:
+                return record_lane(tx, card, repo, path, branch, base, base_commit, how, me)
+        with self.store.write() as tx:  # several machines may admit a card; one claims it
+            fresh = tx.card(card.id, lock=True)  # after a claim committed, or before it
+            old = lane_for(tx, card.id, card.delivery_round)
+            if old is not None and old.path != path and fresh is not None and fresh.holder:
+                got = replace(old, repo=repo, path=path, base=base, base_commit=base_commit,
+                              machine=me)  # fmt: skip
+            else:
+                got = record_lane(tx, card, repo, path, branch, base, base_commit, how, me)
+        self._mine[card.id] = got
+        return got
+
+    def own(self, tx: Tx, card: Card) -> None:
+        """In the claim's transaction: the lane record of the claimed round names this
+        machine's lane (another machine may have admitted the card after it)."""
+        mine = self._mine.pop(card.id, None)
+        if mine is None or mine.round != card.delivery_round:
+            return
+        cur = lane_for(tx, card.id, card.delivery_round)
+        if cur is not None and (cur.path, cur.base_commit, cur.machine) != (
+            mine.path,
+            mine.base_commit,
+            mine.machine,
+        ):
+            tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
+                            mine.base_commit, mine.machine)  # fmt: skip
