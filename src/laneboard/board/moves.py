@@ -153,15 +153,22 @@ class MovesMixin(BoardBase):
         event (``cas_sql.save_with_event``): refusing on that read is refusing at that instant,
         and the version the write requires proves the card is still the one checked.
         None: the card moved on meanwhile (the locked path then decides)."""
-        r = inputs.card_ref(ref)
+        card, fields = self._checked_on_read(actor, ref, dst)
+        return self._move_write(actor, card, dst, reason, fields, False)
+
+    def _checked_on_read(
+        self, actor: Actor, ref: str | int, dst: Status
+    ) -> tuple[Card, dict[str, Any]]:
+        """The card, read with whether its round has a report in one statement outside any
+        transaction, and the fields a move to ``dst`` writes on it, once the move is
+        allowed (else the refusal)."""
         with self.store.autocommit() as tx:
-            got = tx.card_reported(r)
+            got = tx.card_reported(inputs.card_ref(ref))
             if got is None:
                 raise not_found("card", ref, "list cards with: lb card list")
             card, reported = got
             self._move_checks(actor, card, dst)
-            fields = self._move_fields(tx, actor, card, dst, reported=reported)
-        return self._move_write(actor, card, dst, reason, fields, False)
+            return card, self._move_fields(tx, actor, card, dst, reported=reported)
 
     def _move_checks(self, actor: Actor, card: Card, dst: Status) -> None:
         """Who may move ``card`` and whether the transition exists (before its fields)."""
@@ -217,17 +224,22 @@ class MovesMixin(BoardBase):
         """Verify a delivery / land an acceptance before the move's write transaction.
 
         The move is first checked as the write would check it (so a refused move runs
-        nothing); a gate's refusal refuses the move and nothing else changes."""
+        nothing); a gate's refusal refuses the move and nothing else changes. Without an
+        idempotency key that check reads the card and whether its round has a report in
+        one statement, as a plain move's does (``_move_probed``)."""
         if dst not in (Status.IN_REVIEW, Status.DONE):
             return None
         if self.delivery_gate is None and self.landing_gate is None:
             return None
-        with self.store.read() as tx:
-            if key is not None and tx.idempotent_response(key) is not None:
-                return None
-            card = self._card(tx, ref)
-            self._move_checks(actor, card, dst)
-            self._move_fields(tx, actor, card, dst)
+        if key is None:
+            card, _ = self._checked_on_read(actor, ref, dst)
+        else:
+            with self.store.read() as tx:
+                if tx.idempotent_response(key) is not None:
+                    return None
+                card = self._card(tx, ref)
+                self._move_checks(actor, card, dst)
+                self._move_fields(tx, actor, card, dst)
         evidence: list[Evidence] = []
         merge: str | None = None
         if card.status is Status.IN_PROGRESS and self.delivery_gate is not None:

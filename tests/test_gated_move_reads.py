@@ -1,0 +1,118 @@
+"""A gated move (a delivery the delivery gate verifies, an acceptance the landing gate
+lands) is checked before its gate on one read of the card and its report, outside any
+transaction; it refuses, runs its gate and writes exactly as before, and with an
+idempotency key it still answers a replay without running the gate again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+
+from laneboard.board.service import Board
+from laneboard.domain.model import Card, Evidence, agent, human, system
+from laneboard.domain.status import Status
+from laneboard.errors import LaneboardError
+from laneboard.store import Store
+
+ME = human("alice")
+WORKER = agent("w1")
+ACCEPTER = system("accepter")
+
+
+class Gates:
+    """Both gates, recording the cards they were handed."""
+
+    def __init__(self) -> None:
+        self.delivered: list[str] = []
+        self.landed: list[str] = []
+
+    def delivery(self, card: Card) -> list[Evidence]:
+        self.delivered.append(card.ref)
+        return [Evidence("make check", 0, "d1", "ok")]
+
+    def landing(self, card: Card) -> str | None:
+        self.landed.append(card.ref)
+        return "c0ffee"
+
+
+class Reads:
+    """Counts the read transactions a store opens."""
+
+    def __init__(self, store: Store) -> None:
+        self.count = 0
+        self._read = store.read
+        store.read = self._counted  # type: ignore[method-assign]
+
+    def _counted(self, *args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
+        self.count += 1
+        return self._read(*args, **kwargs)
+
+
+@pytest.fixture
+def gated(store: Store) -> Iterator[tuple[Board, Gates]]:
+    gates = Gates()
+    board = Board(store, delivery_gate=gates.delivery, landing_gate=gates.landing)
+    board.add_project(ME, "G")
+    yield board, gates
+
+
+def _claimed(board: Board) -> Card:
+    card = board.create_card(ME, "G", "work", acceptance_mode="off")
+    return board.claim(WORKER, card.ref)
+
+
+def test_a_gated_delivery_and_acceptance_read_no_transaction_before_their_gate(
+    gated: tuple[Board, Gates], store: Store
+) -> None:
+    board, gates = gated
+    card = _claimed(board)
+    board.report(WORKER, card.ref, "did it")
+    reads = Reads(store)
+    delivered = board.move(WORKER, card.ref, "in_review")
+    done = board.move(ACCEPTER, card.ref, "done")
+    assert reads.count == 0
+    assert gates.delivered == [card.ref] and gates.landed == [card.ref]
+    assert delivered.status is Status.IN_REVIEW and done.status is Status.DONE
+    assert done.meta["merge_commit"] == "c0ffee"
+    (report,) = board.reports(card.ref)
+    assert [e.command for e in report.evidence] == ["make check"]
+    moved = [e.payload for e in board.events(0, limit=100) if e.type == "card.moved"]
+    assert [(m["from"], m["to"], m.get("verified")) for m in moved] == [
+        ("in_progress", "in_review", 1),
+        ("in_review", "done", None),
+    ]
+
+
+def test_a_delivery_without_a_report_is_refused_before_its_gate(
+    gated: tuple[Board, Gates],
+) -> None:
+    board, gates = gated
+    card = _claimed(board)
+    before = board.events(0, limit=100)
+    with pytest.raises(LaneboardError) as err:
+        board.move(WORKER, card.ref, "in_review")
+    assert err.value.code == "REPORT_REQUIRED"
+    assert gates.delivered == []
+    assert board.events(0, limit=100) == before
+    assert board.get(card.ref).status is Status.IN_PROGRESS
+
+
+def test_a_gated_move_of_a_missing_card_names_it(gated: tuple[Board, Gates]) -> None:
+    board, gates = gated
+    with pytest.raises(LaneboardError) as err:
+        board.move(WORKER, "G-99", "in_review")
+    assert err.value.code == "NOT_FOUND" and "G-99" in err.value.message
+    assert gates.delivered == []
+
+
+def test_a_replayed_gated_move_runs_its_gate_once(gated: tuple[Board, Gates]) -> None:
+    board, gates = gated
+    card = _claimed(board)
+    board.report(WORKER, card.ref, "did it")
+    first = board.move(WORKER, card.ref, "in_review", idempotency_key="k1")
+    again = board.move(WORKER, card.ref, "in_review", idempotency_key="k1")
+    assert gates.delivered == [card.ref]
+    assert (first.id, first.status) == (again.id, again.status)
