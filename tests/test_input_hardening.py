@@ -148,6 +148,23 @@ def test_ids_beyond_64_bits_name_nothing(web: Board, store: Store) -> None:
 
 
 # -- the store -------------------------------------------------------------------------
+def test_a_one_statement_write_refuses_what_postgresql_cannot_hold(
+    web: Board, store: Store
+) -> None:
+    """The last net holds on the store's one-statement write path too (claims, moves and
+    reports written on a version read before): BAD_INPUT, nothing written, and the
+    connection stays usable."""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite stores a NUL in text")
+    card = web.get("WEB-1")
+    sql = "UPDATE cards SET title = ? WHERE id = ? RETURNING id"
+    refused(store, "BAD_INPUT", store.write_statement, sql, ["a\x00b", card.id])
+    wide = "UPDATE cards SET priority = ? WHERE id = ? RETURNING id"
+    refused(store, "BAD_INPUT", store.write_statement, wide, [HUGE, card.id])
+    assert web.get("WEB-1").title == "first"
+    assert store.write_statement(sql, ["second", card.id]) == [{"id": card.id}]
+
+
 def test_a_locked_sqlite_board_is_lock_held_with_a_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -146,10 +146,12 @@ class PostgresStore(Store):
         """The channel this board's events are announced on (one per schema), or with
         ``quiet`` the one for writes of only ``QUIET_TYPES``."""
         if self._channel is None:
-            got = self.query("SELECT current_schema() AS s")
-            self._channel = channel_for(str(got[0]["s"]))
-            self._quiet_channel = channel_for(str(got[0]["s"]), quiet=True)
-        return self._quiet_channel if quiet else self._channel
+            self._name_channels(str(self.query("SELECT current_schema() AS s")[0]["s"]))
+        return self._quiet_channel if quiet else str(self._channel)
+
+    def _name_channels(self, schema: str) -> None:
+        self._channel = channel_for(schema)
+        self._quiet_channel = channel_for(schema, quiet=True)
 
     def _connect(self) -> Any:
         import psycopg
@@ -196,18 +198,10 @@ class PostgresStore(Store):
         from laneboard.store.base import event_of
 
         raw = self._acquire()
-        text, prepare = _convert(sql)
         try:
-            cur = _run(raw, text, scrub_params(sql, params), prepare)
-            got = _rows(cur, text, prepare)
-        except psycopg.OperationalError:
-            self._release(raw, broken=True)
-            raise
-        except psycopg.errors.IntegrityError as exc:
-            self._release(raw, broken=raw.closed or raw.broken)
-            raise IntegrityError(str(exc)) from exc
-        except BaseException:
-            self._release(raw, broken=raw.closed or raw.broken)
+            got = _PgConn(raw).execute(sql, params)
+        except BaseException as exc:
+            self._give_back(raw, exc)
             raise
         if got and self.announcer.now_or_later(types):
             try:
@@ -287,38 +281,36 @@ class PostgresStore(Store):
 
     def _channel_of(self, raw: Any, *, quiet: bool = False) -> str:
         if self._channel is None:
-            schema = raw.execute("SELECT current_schema() AS s").fetchone()["s"]
-            self._channel = channel_for(schema)
-            self._quiet_channel = channel_for(schema, quiet=True)
-        return self._quiet_channel if quiet else self._channel
+            self._name_channels(raw.execute("SELECT current_schema() AS s").fetchone()["s"])
+        return self._quiet_channel if quiet else str(self._channel)
 
     @contextmanager
     def _autocommit(self) -> Iterator[Conn]:
-        import psycopg
 
         raw = self._acquire()  # autocommit: each statement is its own snapshot
         try:
             yield _PgConn(raw)
-        except psycopg.OperationalError:
-            self._release(raw, broken=True)
-            raise
-        except BaseException:
-            self._release(raw, broken=raw.closed or raw.broken)
+        except BaseException as exc:
+            self._give_back(raw, exc)
             raise
         self._release(raw)
 
+    def _give_back(self, raw: Any, exc: BaseException) -> None:
+        """A connection back to the pool after a statement failed on it; dropped when the
+        connection itself failed or is no longer usable."""
+        import psycopg
+
+        broken = isinstance(exc, psycopg.OperationalError) or raw.closed or raw.broken
+        self._release(raw, broken=broken)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """``Store.query`` without a context manager: reads like a claim's probe are many."""
-        import psycopg
 
         raw = self._acquire()
         try:
             got = _PgConn(raw).execute(sql, params)
-        except psycopg.OperationalError:
-            self._release(raw, broken=True)
-            raise
-        except BaseException:
-            self._release(raw, broken=raw.closed or raw.broken)
+        except BaseException as exc:
+            self._give_back(raw, exc)
             raise
         self._release(raw)
         return got

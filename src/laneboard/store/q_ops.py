@@ -158,13 +158,7 @@ class OpsQueries(Queries):
 
     def lock_holders(self, names: list[str]) -> dict[str, str]:
         """Lease name -> its holder, for those of ``names`` that are held."""
-        if not names:
-            return {}
-        got = self.all(
-            "SELECT name, holder FROM locks WHERE name IN (" + ",".join("?" * len(names)) + ")",
-            names,
-        )
-        return {str(r["name"]): str(r["holder"]) for r in got}
+        return {name: str(r["holder"]) for name, r in self.lease_rows(names).items()}
 
     def release_locks(self, holder: str, names: list[str]) -> int:
         if not names:

@@ -165,14 +165,7 @@ class QueueQueries(Queries):
 
     def take_queue_row(self, row_id: int, owner: str) -> bool:
         """pending -> processing for this owner (compare-and-swap)."""
-        return (
-            self.run(
-                "UPDATE queue SET state = 'processing', owner = ?, attempts = attempts + 1, "
-                "started_at = ?, updated_at = ? WHERE id = ? AND state = 'pending'",
-                (owner, self.now(), self.now(), row_id),
-            )
-            == 1
-        )
+        return self.claim_queue_row(row_id, owner) is not None
 
     def update_queue_row(self, row_id: int, fields: dict[str, Any]) -> None:
         """Set columns of a queue row (``payload`` as JSON); bumps ``updated_at``."""
