@@ -18,7 +18,7 @@ from laneboard.board.claims import CLAIM_NEXT_PICK
 from laneboard.board.service import Board
 from laneboard.domain import deps, weights
 from laneboard.domain.clock import MINUTE_MS, FakeClock
-from laneboard.domain.model import agent, human
+from laneboard.domain.model import Card, agent, human
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
 from laneboard.store.cas_sql import save_with_event
@@ -34,6 +34,22 @@ def _domain_order(store: Store, pid: int) -> list[int]:
         fan = deps.downstream_counts(tx.open_dependents(), [c.id for c in ready])
     sla = {c.id: s for c in ready if (s := weights.card_sla_clock(c, now))}
     return [w.card.id for w in weights.order(ready, now, fan, sla)]
+
+
+def _spread(
+    board: Board, clock: FakeClock, n: int, *, tiers: int, review: bool
+) -> tuple[int, list[Card]]:
+    """Project P with ``n`` todo cards made at uneven times over ``tiers`` priorities (every
+    ninth from the fifth a review card when ``review``): its id and the cards."""
+    pid = board.add_project(ME, "P").id
+    orig = board.create_card(ME, "P", "work", status="backlog")
+    gaps = itertools.cycle([0, 1, 7 * MINUTE_MS, 3, MINUTE_MS])
+    made = []
+    for i in range(n):
+        clock.advance(next(gaps))
+        meta = {"review_of": orig.id} if review and i % 9 == 4 else None
+        made.append(board.create_card(ME, "P", f"c{i}", priority=1 + i % tiers, meta=meta))
+    return pid, made
 
 
 def _drain(board: Board, key: str) -> list[int]:
@@ -67,14 +83,7 @@ def test_a_drain_deeper_than_the_ranked_read_follows_the_domain_order(store_url:
     store = open_store(store_url, clock)
     try:
         board = Board(store)
-        pid = board.add_project(ME, "P").id
-        orig = board.create_card(ME, "P", "work", status="backlog")
-        made = []
-        gaps = itertools.cycle([0, 1, 7 * MINUTE_MS, 3, MINUTE_MS])
-        for i in range(3 * CLAIM_NEXT_PICK):
-            clock.advance(next(gaps))
-            meta = {"review_of": orig.id} if i % 9 == 4 else None
-            made.append(board.create_card(ME, "P", f"c{i}", priority=1 + i % 2, meta=meta))
+        pid, made = _spread(board, clock, 3 * CLAIM_NEXT_PICK, tiers=2, review=True)
         for c in made[::5]:  # their time in status starts again, later
             board.move(ME, c.ref, "backlog")
             clock.advance(2 * MINUTE_MS)
@@ -217,13 +226,7 @@ def test_candidates_read_from_the_index_are_the_heaviest_in_the_domain_order(
     store = open_store(store_url, clock)
     try:
         board = Board(store)
-        pid = board.add_project(ME, "P").id
-        orig = board.create_card(ME, "P", "work", status="backlog")
-        gaps = itertools.cycle([0, 1, 7 * MINUTE_MS, 3, MINUTE_MS])
-        for i in range(40):
-            clock.advance(next(gaps))
-            meta = {"review_of": orig.id} if review and i % 9 == 4 else None
-            board.create_card(ME, "P", f"c{i}", priority=1 + i % 3, meta=meta)
+        pid, _ = _spread(board, clock, 40, tiers=3, review=review)
         clock.advance(50 * MINUTE_MS)
         expected = _domain_order(store, pid)
         for limit in (1, 5, 12):

@@ -6,10 +6,9 @@ idempotency key it still answers a replay without running the gate again."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from typing import Any
 
 import pytest
+from tests.supervisor.helpers import count_calls
 
 from laneboard.board.service import Board
 from laneboard.domain.model import Card, Evidence, agent, human, system
@@ -38,19 +37,6 @@ class Gates:
         return "c0ffee"
 
 
-class Reads:
-    """Counts the read transactions a store opens."""
-
-    def __init__(self, store: Store) -> None:
-        self.count = 0
-        self._read = store.read
-        store.read = self._counted  # type: ignore[method-assign]
-
-    def _counted(self, *args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
-        self.count += 1
-        return self._read(*args, **kwargs)
-
-
 @pytest.fixture
 def gated(store: Store) -> Iterator[tuple[Board, Gates]]:
     gates = Gates()
@@ -65,15 +51,15 @@ def _claimed(board: Board) -> Card:
 
 
 def test_a_gated_delivery_and_acceptance_read_no_transaction_before_their_gate(
-    gated: tuple[Board, Gates], store: Store
+    gated: tuple[Board, Gates], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     board, gates = gated
     card = _claimed(board)
     board.report(WORKER, card.ref, "did it")
-    reads = Reads(store)
+    reads = count_calls(monkeypatch, store, "read")
     delivered = board.move(WORKER, card.ref, "in_review")
     done = board.move(ACCEPTER, card.ref, "done")
-    assert reads.count == 0
+    assert reads == []
     assert gates.delivered == [card.ref] and gates.landed == [card.ref]
     assert delivered.status is Status.IN_REVIEW and done.status is Status.DONE
     assert done.meta["merge_commit"] == "c0ffee"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.supervisor.helpers import RealNowClock, config
+from tests.supervisor.helpers import RealNowClock, config, count_calls
 
 from laneboard.board.service import Board
 from laneboard.domain.model import agent, human
@@ -200,14 +200,7 @@ def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
     with a.store.write() as tx:  # a runs the workflow pass now
         runs, busy = cluster.take(tx, a, ["workflow"])
     assert list(runs) == ["workflow"] and busy == {}
-    writes: list[int] = []
-    write = b.store.write
-
-    def counted() -> Any:
-        writes.append(1)
-        return write()
-
-    b.store.write = counted  # type: ignore[method-assign]
+    writes = count_calls(monkeypatch, b.store, "write")
     got = ticker.tick(news={"report.added"})  # news for the workflow pass alone
     assert got.passes == {"workflow": {"skipped": f"running on {a.instance}"}}
     assert writes == []  # one read found it held: nothing taken, nothing to give back
@@ -216,24 +209,18 @@ def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
     got = ticker.tick(news={"report.added"})
     assert "actions" in got.passes["workflow"]  # it ran here
     assert len(writes) == 2  # taken (breaking a's), then given back
-    b.store.write = write  # type: ignore[method-assign]
     with b.store.read() as tx:
         assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b", "a", "b"]
 
 
-def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(hosts: Hosts) -> None:
+def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(
+    hosts: Hosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
     b = hosts.runtime("b")
     ticker = loop.Ticker(b)
     ticker.resident = True
     assert ticker.tick(force=True).state == "ran"
-    writes: list[int] = []
-    write = b.store.write
-
-    def counted() -> Any:
-        writes.append(1)
-        return write()
-
-    b.store.write = counted  # type: ignore[method-assign]
+    writes = count_calls(monkeypatch, b.store, "write")
     got = ticker.tick(news={"report.added"})  # news for the workflow pass alone
     assert got.passes["workflow"]["actions"] == []  # the result of a pass with no work
     assert writes == []  # one read said so: no lease taken or given back
@@ -247,7 +234,6 @@ def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(hosts: Hosts) -> None:
     got = ticker.tick(news={"card.moved"})
     assert [r["action"] for r in got.passes["workflow"]["results"]] == ["auto_accept"]
     assert board.get(card.ref).status is Status.DONE
-    b.store.write = write  # type: ignore[method-assign]
     with b.store.read() as tx:  # it ran under its lease, once there was work
         assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b"]
         assert tx.pass_leases() == []

@@ -71,3 +71,16 @@ def settled(store: Store) -> bool:
     """No queue row is pending or processing (every turn's outcome is recorded)."""
     with store.read() as tx:
         return not tx.all("SELECT id FROM queue WHERE state IN ('pending', 'processing')")
+
+
+def count_calls(monkeypatch: Any, obj: Any, name: str) -> list[int]:
+    """Count the calls of ``obj.name`` from now on (one item per call), passing each on."""
+    calls: list[int] = []
+    real = getattr(obj, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(obj, name, counted)
+    return calls
