@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -24,6 +25,10 @@ _STAR = re.compile(r"(?:\bSELECT|\bRETURNING|,)\s+(?:\w+\.)?\*")
 
 
 QUIET_SUFFIX = ":quiet"
+# A pooled connection's prepared statements are dropped (to be planned again) this long
+# after it opened, then at twice the interval each time, up to the last (``_replan``).
+REPLAN_FIRST_MS = 1_000
+REPLAN_MAX_MS = 256_000
 
 
 def channel_for(schema: str, *, quiet: bool = False) -> str:
@@ -141,6 +146,10 @@ class PostgresStore(Store):
         self._channel: str | None = None
         self._quiet_channel = ""
         self.announcer = Announcer(self._send_notify)
+        # when each pooled connection next plans its statements again, and the interval
+        self._replan_at: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def notify_channel(self, *, quiet: bool = False) -> str:
         """The channel this board's events are announced on (one per schema), or with
@@ -157,7 +166,36 @@ class PostgresStore(Store):
         import psycopg
         from psycopg.rows import dict_row
 
-        return psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
+        raw = psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
+        self._replan_at[raw] = (self.clock.now_ms() + REPLAN_FIRST_MS, REPLAN_FIRST_MS)
+        return raw
+
+    def _acquire(self) -> Any:
+        raw = super()._acquire()
+        due, gap = self._replan_at[raw]
+        now = self.clock.now_ms()
+        if now >= due:
+            self._replan(raw)
+            gap = min(gap * 2, REPLAN_MAX_MS)
+            self._replan_at[raw] = (now + gap, gap)
+        return raw
+
+    def _replan(self, raw: Any) -> None:
+        """Drop ``raw``'s prepared statements: each is prepared and planned again after a
+        few more runs. The server keeps a generic plan until an ``ANALYZE`` invalidates
+        it, and a board starts empty, so a plan made while a table held a page (a scan,
+        then right) would otherwise read the whole table for every lookup by key once it
+        has grown faster than anything analyzed it. Planning again sizes each table as it
+        is now. At doubling intervals: a few plannings per connection, soon once in
+        minutes. psycopg forgets its own record of them on seeing ``DEALLOCATE ALL``.
+        """
+        import psycopg
+
+        try:
+            raw.execute("DEALLOCATE ALL", prepare=False)
+        except psycopg.Error:
+            self._release(raw, broken=True)
+            raise
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Conn]:
