@@ -22,7 +22,7 @@ from laneboard.board.service import Board
 from laneboard.domain.clock import FakeClock
 from laneboard.domain.model import agent, human
 from laneboard.store import Store, open_store
-from laneboard.store.postgres import REPLAN_FIRST_MS, REPLAN_MAX_MS, PostgresStore
+from laneboard.store.postgres import REPLAN_FIRST, REPLAN_MAX, PostgresStore
 
 ME, WORKER = human("alice"), agent("w1")
 
@@ -90,38 +90,44 @@ def _scans(node: Any, table: str) -> list[str]:
     return got
 
 
-def test_a_board_that_grew_reads_its_reports_by_key(pg: Store, clock: FakeClock) -> None:
+def _use(store: Store, times: int) -> None:
+    for _ in range(times):
+        store.query("SELECT 1 AS one")
+
+
+def test_a_board_that_grew_reads_its_reports_by_key(pg: Store) -> None:
     board = Board(pg)
     board.add_project(ME, "R")
     _deliver(board, 5)
     pg.query("ANALYZE reports")  # as autovacuum's first pass, or an operator's, would
     _deliver(board, 15)  # prepared, and generic by now: planned for a one-page table
     _grow_reports(pg, 20_000)  # faster than anything analyzes it again
-    clock.advance(REPLAN_MAX_MS)
+    assert isinstance(pg, PostgresStore)
+    for raw in pg._free:  # as many uses later as the longest interval
+        pg._replan_in[raw] = (0, REPLAN_MAX)
     _deliver(board, 15)
     plans = _plans_reading_reports(pg)
     assert plans, "the report and delivery statements are prepared"
     assert all(nodes and "Seq Scan" not in nodes for nodes in plans.values()), plans
 
 
-def test_connections_plan_again_at_doubling_intervals(pg: Store, clock: FakeClock) -> None:
+def test_connections_plan_again_at_doubling_intervals(pg: Store) -> None:
     assert isinstance(pg, PostgresStore)
     board = Board(pg)
     board.add_project(ME, "R")
     _deliver(board, 8)
+    raw = pg._free[-1]  # the connection each ``query`` here takes (the pool is a stack)
+    left, _gap = pg._replan_in[raw]
 
     def prepared() -> int:
         return int(pg.query("SELECT count(*) AS n FROM pg_prepared_statements")[0]["n"])
 
-    before = prepared()
-    assert before > 0
-    clock.advance(REPLAN_FIRST_MS - 1)
-    assert prepared() == before  # not yet due: nothing is dropped
-    clock.advance(1)
-    assert prepared() == 0  # due: this connection's statements go, to be planned again
+    assert prepared() > 0
+    _use(pg, left - 2)
+    assert prepared() > 0  # its last use before it is due: nothing is dropped
+    assert prepared() == 0  # due: its statements go, to be planned again
     _deliver(board, 8)
     assert prepared() > 0
-    clock.advance(REPLAN_FIRST_MS)  # the next interval is twice the first
-    assert prepared() > 0
-    clock.advance(REPLAN_FIRST_MS)
+    assert pg._replan_in[raw][1] == 2 * REPLAN_FIRST  # the next interval is twice the first
+    _use(pg, pg._replan_in[raw][0])
     assert prepared() == 0

@@ -25,10 +25,11 @@ _STAR = re.compile(r"(?:\bSELECT|\bRETURNING|,)\s+(?:\w+\.)?\*")
 
 
 QUIET_SUFFIX = ":quiet"
-# A pooled connection's prepared statements are dropped (to be planned again) this long
-# after it opened, then at twice the interval each time, up to the last (``_replan``).
-REPLAN_FIRST_MS = 1_000
-REPLAN_MAX_MS = 256_000
+# A pooled connection's prepared statements are dropped (to be planned again) after it
+# has been taken for this many transactions, then after twice as many each time, up to
+# the last (``_replan``).
+REPLAN_FIRST = 1_000
+REPLAN_MAX = 64_000
 
 
 def channel_for(schema: str, *, quiet: bool = False) -> str:
@@ -146,8 +147,9 @@ class PostgresStore(Store):
         self._channel: str | None = None
         self._quiet_channel = ""
         self.announcer = Announcer(self._send_notify)
-        # when each pooled connection next plans its statements again, and the interval
-        self._replan_at: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
+        # per pooled connection: the uses left before it plans its statements again, and
+        # how many there were since it last did
+        self._replan_in: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -167,17 +169,17 @@ class PostgresStore(Store):
         from psycopg.rows import dict_row
 
         raw = psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
-        self._replan_at[raw] = (self.clock.now_ms() + REPLAN_FIRST_MS, REPLAN_FIRST_MS)
+        self._replan_in[raw] = (REPLAN_FIRST, REPLAN_FIRST)
         return raw
 
     def _acquire(self) -> Any:
         raw = super()._acquire()
-        due, gap = self._replan_at[raw]
-        now = self.clock.now_ms()
-        if now >= due:
+        left, gap = self._replan_in[raw]
+        if left <= 0:
             self._replan(raw)
-            gap = min(gap * 2, REPLAN_MAX_MS)
-            self._replan_at[raw] = (now + gap, gap)
+            gap = min(gap * 2, REPLAN_MAX)
+            left = gap
+        self._replan_in[raw] = (left - 1, gap)
         return raw
 
     def _replan(self, raw: Any) -> None:
@@ -186,8 +188,11 @@ class PostgresStore(Store):
         it, and a board starts empty, so a plan made while a table held a page (a scan,
         then right) would otherwise read the whole table for every lookup by key once it
         has grown faster than anything analyzed it. Planning again sizes each table as it
-        is now. At doubling intervals: a few plannings per connection, soon once in
-        minutes. psycopg forgets its own record of them on seeing ``DEALLOCATE ALL``.
+        is now. Counted in the connection's uses, at doubling intervals: tables grow with
+        the writes, and each statement's ten or so plannings (psycopg's five unprepared
+        runs, the server's five custom plans) stay a small part of what the connection
+        did in between. psycopg forgets its own record of them on seeing
+        ``DEALLOCATE ALL``.
         """
         import psycopg
 
