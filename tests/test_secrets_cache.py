@@ -24,3 +24,19 @@ def test_a_changed_environment_or_registry_is_seen_at_once(
     monkeypatch.delenv("CACHE_TEST_API_KEY")
     assert "sk-other-value" not in secrets.secret_values()
     assert "explicit-env" in secrets.secret_values({"X_TOKEN": "explicit-env"})
+
+
+def test_the_tokens_a_supervisor_hands_out_do_not_lengthen_every_write() -> None:
+    """A supervisor registers the token of every session it opens. Tokens have their own
+    pattern, masked wherever it occurs, so they are not kept one by one: the list each
+    write is searched for stays as long after a thousand sessions as before the first."""
+    from laneboard.board.tokens import AgentToken
+
+    before = len(secrets.secret_values())
+    tokens = [AgentToken.mint("worker", 1, 1, 0).token for _ in range(1000)]
+    for token in tokens:
+        secrets.register([token])
+    assert len(secrets.secret_values()) == before
+    params = secrets.scrub_params("INSERT INTO t VALUES (?)", [f"the key is {tokens[-1]}."])
+    assert params == ("the key is lbt_***.",)
+    assert tokens[0] not in secrets.scrub(f"first {tokens[0]}")

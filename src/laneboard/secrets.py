@@ -31,11 +31,20 @@ _cached: tuple[tuple[Any, ...], int, list[str]] | None = None
 
 
 def register(values: Iterable[str | None] = (), names: Iterable[str] = ()) -> None:
-    """Remember values (tokens handed out) and variable names (``secret_env``) as secret."""
+    """Remember values (tokens handed out) and variable names (``secret_env``) as secret.
+
+    A laneboard token is masked by its pattern (``LANEBOARD_TOKEN``) wherever it occurs,
+    so it is not kept: a supervisor hands one out per session, and every write would
+    otherwise search its text for each token the process ever handed out.
+    """
     global _generation
+    kept = {v for v in values if v and len(v) >= MIN_LEN and not LANEBOARD_TOKEN.fullmatch(v)}
+    named = set(names)
     with _lock:
-        _registered.update(v for v in values if v and len(v) >= MIN_LEN)
-        _names.update(names)
+        if kept <= _registered and named <= _names:
+            return  # nothing new: the cached list stands
+        _registered.update(kept)
+        _names.update(named)
         _generation += 1
 
 
