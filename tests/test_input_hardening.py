@@ -107,6 +107,19 @@ def test_long_text_spans_lines_but_takes_no_escape_sequences(web: Board, store: 
     )
 
 
+def test_text_is_stored_as_given_events_included(web: Board) -> None:
+    """Quotes, backslashes and any script reach the cards and the event log unchanged
+    (PostgreSQL's transactions write their events as literals, with COMMIT)."""
+    title = "O'Brien's \\path\\ \\' '' -- ; DROP TABLE events; 漢字 ü 🚀 $1 %s"
+    c = web.create_card(ME, "WEB", title, labels=["a'b", "c\\d"])
+    assert web.get(c.ref).title == title
+    edited = web.edit(ME, c.ref, title=title + " again")
+    assert edited.title == title + " again"
+    created = [e for e in web.events(0, limit=500) if e.card_id == c.id]
+    assert created and all(e.actor == ME.name for e in created)
+    assert [e.payload["title"] for e in created if e.type == "card.created"] == [title]
+
+
 # -- JSON ------------------------------------------------------------------------------
 def nested(depth: int) -> Any:
     value: Any = "leaf"

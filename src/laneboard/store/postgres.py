@@ -309,15 +309,14 @@ class PostgresStore(Store):
 
     @staticmethod
     def _events_sql(raw: Any, events: Sequence[tuple[Any, ...]]) -> str:
-        from psycopg import sql
+        from psycopg.adapt import Transformer
 
         from laneboard.store.q_events import EVENT_COLUMNS
         from laneboard.store.q_events import INSERT_EVENT as INSERT
 
+        literal, encoding = Transformer(raw).as_literal, raw.info.encoding
         rows = ", ".join(
-            "("
-            + ", ".join(sql.Literal(v).as_string(raw) for v in scrub_params(INSERT, values))
-            + ")"
+            "(" + ", ".join(literal(v).decode(encoding) for v in scrub_params(INSERT, values)) + ")"
             for values in events
         )
         return f"INSERT INTO events ({EVENT_COLUMNS}) VALUES {rows} RETURNING id, xid"
