@@ -148,7 +148,7 @@ class PostgresStore(Store):
         self._quiet_channel = ""
         self.announcer = Announcer(self._send_notify)
         # per pooled connection: the uses left before it plans its statements again, and
-        # how many there were since it last did
+        # the length of the interval it is in
         self._replan_in: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
             weakref.WeakKeyDictionary()
         )
