@@ -8,11 +8,17 @@ For each backend, 8 worker processes race on one board of todo cards, in two mod
   runs ``UPDATE cards ... WHERE id = (SELECT ... status = 'todo' ORDER BY priority, id
   LIMIT 1 [FOR UPDATE SKIP LOCKED])`` until it updates nothing.
 
-Board and bare runs alternate (bare, board, bare, board, ...) on the same table, reset
-between runs, so both see the same machine load. Printed per backend and mode: successful
-claims per second of each (median of the runs), the median of the per-pair ratios
-(goal >= 0.8) and double claims (must be 0). Exits
-non-zero only if a card was claimed twice.
+A third loop, the bare CAS with its event, runs the same ``UPDATE`` and, when it won, an
+``INSERT`` of its event in the same transaction (on PostgreSQL one statement, on SQLite
+``BEGIN IMMEDIATE`` ... ``COMMIT``): the least any board write does, as every write commits
+with its event. It shows how much of the gap the event itself explains.
+
+The three alternate (bare, with event, board, bare, ...) on the same table, reset between
+runs, so all see the same machine load. Printed per backend and mode: successful claims
+per second of each (median of the runs), the median of the per-round ratios of the board
+to the bare CAS (goal >= 0.8), of the bare CAS with its event to the bare CAS, and of the
+board to the bare CAS with its event; and double claims (must be 0). Exits non-zero only
+if a card was claimed twice.
 
     python bench/claim_race.py [--quick] [--backend sqlite|postgres] [--rounds N]
 """
@@ -41,6 +47,18 @@ RAW_NEXT = (
     "UPDATE cards SET status = 'in_progress', holder = ?, claim_epoch = claim_epoch + 1 "
     "WHERE id = (SELECT id FROM cards WHERE status = 'todo' ORDER BY priority, id LIMIT 1{lock}) "
     "RETURNING id"
+)
+# the bare CAS with its event written in the same transaction: what every board write
+# must do at least (an event row beside the card's), with no rule, ranking or returned card
+EVENT = (
+    "INSERT INTO events (at, type, card_id, project_id, actor, actor_kind, payload) "
+    "VALUES (?, 'bench.claimed', ?, ?, ?, 'agent', ?)"
+)
+PG_EVENT = (
+    "WITH c AS ({update} RETURNING id, project_id, claim_epoch) "
+    "INSERT INTO events (at, type, card_id, project_id, actor, actor_kind, payload) "
+    "SELECT %s, 'bench.claimed', c.id, c.project_id, %s, 'agent', "
+    "'{{\"epoch\": ' || c.claim_epoch || '}}' FROM c RETURNING card_id"
 )
 RESET = (
     "UPDATE cards SET status = 'todo', holder = NULL, holder_kind = NULL, session_id = NULL, "
@@ -154,6 +172,42 @@ def raw_next(raw: Raw, index: int) -> list[int]:
         won.append(int(row[0]))
 
 
+def event_claim(raw: Raw, index: int, ids: list[int]) -> list[int]:
+    name, won = f"w{index}", []
+    for cid in rotated(ids, index):
+        if event_cas(raw, name, RAW_CLAIM, (name, cid)) is not None:
+            won.append(cid)
+    return won
+
+
+def event_next(raw: Raw, index: int) -> list[int]:
+    sql = RAW_NEXT.format(lock="" if raw.sqlite else " FOR UPDATE SKIP LOCKED")
+    name, won = f"w{index}", []
+    while (cid := event_cas(raw, name, sql, (name,))) is not None:
+        won.append(cid)
+    return won
+
+
+def event_cas(raw: Raw, name: str, sql: str, params: tuple[Any, ...]) -> int | None:
+    """One CAS and, when it won, its event, committed together; the card's id or None."""
+    now = int(time.time() * 1000)
+    if not raw.sqlite:
+        update = sql.replace("?", "%s").split(" RETURNING")[0]
+        row = raw.conn.execute(PG_EVENT.format(update=update), (*params, now, name)).fetchone()
+        return None if row is None else int(row[0])
+    conn = raw.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        got = conn.execute(
+            sql.split(" RETURNING")[0] + " RETURNING id, project_id, claim_epoch", params
+        ).fetchone()
+        if got is not None:
+            conn.execute(EVENT, (now, got[0], got[1], name, f'{{"epoch": {got[2]}}}'))
+    finally:
+        conn.execute("COMMIT")
+    return None if got is None else int(got[0])
+
+
 def worker(index: int, jobs: Any, start: Any, out: Any) -> None:
     """One racing process: runs the jobs it is given, each after the common barrier."""
     from laneboard.board.service import Board
@@ -165,13 +219,16 @@ def worker(index: int, jobs: Any, start: Any, out: Any) -> None:
         kind, mode, url, ids = job
         if kind == "board" and url not in boards:
             boards[url] = Board(open_store(url))
-        if kind == "raw" and url not in raws:
+        if kind in ("raw", "event") and url not in raws:
             raws[url] = Raw(url)
         start.wait(timeout=120)
         t0 = time.perf_counter()
         if kind == "board":
             b = boards[url]
             won = board_claim(b, index, ids) if mode == "claim" else board_next(b, index)
+        elif kind == "event":
+            r = raws[url]
+            won = event_claim(r, index, ids) if mode == "claim" else event_next(r, index)
         else:
             won = (
                 raw_claim(raws[url], index, ids) if mode == "claim" else raw_next(raws[url], index)
@@ -246,22 +303,27 @@ def one_backend(pool: Pool, name: str, cards: int, rounds: int) -> int:
         ids = prepare(url, cards)
         print(f"{name:<8} cards={cards} processes={PROCESSES} rounds={rounds}")
         for mode in MODES:
-            rates: dict[str, list[float]] = {"raw": [], "board": []}
+            rates: dict[str, list[float]] = {"raw": [], "event": [], "board": []}
             for _ in range(rounds):
-                for kind in ("raw", "board"):
+                for kind in ("raw", "event", "board"):
                     reset(url)
                     rate, wins = pool.race(kind, mode, url, ids)
                     rates[kind].append(rate)
                     doubles += sum(1 for n in wins.values() if n > 1)
                     if len(wins) != cards:
                         print(f"  {kind} {mode}: {cards - len(wins)} cards left unclaimed")
-            board, raw = (statistics.median(rates[k]) for k in ("board", "raw"))
-            ratio = statistics.median(
-                b / r for b, r in zip(rates["board"], rates["raw"], strict=True)
+            board, raw, event = (statistics.median(rates[k]) for k in ("board", "raw", "event"))
+            ratio, floor, of_floor = (
+                statistics.median(a / b for a, b in zip(rates[x], rates[y], strict=True))
+                for x, y in (("board", "raw"), ("event", "raw"), ("board", "event"))
             )
             print(
                 f"  {mode:<10}  board {board:8.0f}/s  bare CAS {raw:8.0f}/s  "
                 f"ratio {ratio:.2f} (median of {rounds} pair ratios; goal >= 0.8)"
+            )
+            print(
+                f"  {'':<10}  bare CAS with its event {event:8.0f}/s: {floor:.2f} of the bare "
+                f"CAS; the board is {of_floor:.2f} of it"
             )
         events = claimed_events(url)
         doubles += sum(1 for n in events.values() if n != len(MODES) * rounds)
