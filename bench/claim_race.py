@@ -197,14 +197,16 @@ def event_cas(raw: Raw, name: str, sql: str, params: tuple[Any, ...]) -> int | N
         return None if row is None else int(row[0])
     conn = raw.conn
     conn.execute("BEGIN IMMEDIATE")
-    try:
+    try:  # the card and its event commit together, or neither does
         got = conn.execute(
             sql.split(" RETURNING")[0] + " RETURNING id, project_id, claim_epoch", params
         ).fetchone()
         if got is not None:
             conn.execute(EVENT, (now, got[0], got[1], name, f'{{"epoch": {got[2]}}}'))
-    finally:
-        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
     return None if got is None else int(got[0])
 
 
