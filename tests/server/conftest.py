@@ -20,6 +20,21 @@ from tests.serve_kit import served_url
 from laneboard.server.app import create_app
 from laneboard.store import Store, open_store
 
+# How long a page in Chromium may take to show something. A bound, not a delay: each
+# wait ends as soon as the page shows it. On a loaded two-core machine a server round
+# trip and a redraw have taken longer than 15 s.
+WAIT_MS = 60_000
+
+
+@pytest.fixture(autouse=True, scope="session")
+def patient_pages() -> None:
+    """Playwright's assertions wait as long as its actions (its own default is 5 s)."""
+    if "playwright" in sys.modules:  # only the modules that drive a browser import it
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=WAIT_MS)
+
+
 LOCAL = "http://127.0.0.1"
 
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from tests.server.conftest import Live
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from tests.server.conftest import WAIT_MS, Live
 
 from laneboard.board.service import Board
 from laneboard.domain.model import agent, human
@@ -40,7 +40,7 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     ctx = browser.new_context(viewport={"width": 1500, "height": 900})
     p = ctx.new_page()
-    p.set_default_timeout(15_000)
+    p.set_default_timeout(WAIT_MS)
     try:
         yield p
     finally:
@@ -129,3 +129,26 @@ def test_approving_a_human_card_closes_it(live: Live, page: Page, tmp_path: Path
     assert board.get(card.ref).status.value == "done"
     page.goto(live.url + "/")
     expect(column(page, "done", card.ref)).to_be_visible()  # type: ignore[arg-type]
+
+
+def test_a_redraw_that_fails_is_fetched_again(live: Live, page: Page) -> None:
+    """A partial that does not arrive (a dropped connection, a server busy for a moment)
+    leaves the section stale only until the next try, never until the next event."""
+    board = seed(live)
+    board.create_card(human("alice"), "WEB", "to be claimed")
+    page.goto(live.url + "/")
+    expect(page.locator("#live-state")).to_have_text("live")
+    dropped: list[str] = []
+
+    def drop_once(route: Route) -> None:
+        if dropped:
+            route.continue_()
+        else:
+            dropped.append(route.request.url)
+            route.abort()
+
+    page.route("**/ui/board*", drop_once)
+    worker = live.lb("card", "claim", "WEB-1", "--holder", "worker-7")
+    assert worker.returncode == 0, worker.stderr
+    expect(column(page, "in_progress", "WEB-1")).to_contain_text("held by worker-7")  # type: ignore[arg-type]
+    assert len(dropped) == 1

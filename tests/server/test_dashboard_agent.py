@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from tests.server.conftest import Live
+from tests.server.conftest import WAIT_MS, Live
 from tests.server.screens import shot
 from tests.server.test_dashboard import ARGS, CHROMIUM
 from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
@@ -45,19 +45,8 @@ def chromium() -> Iterator[Browser]:
 
 def open_tab(chromium: Browser, width: int = 1400, height: int = 900) -> Page:
     p = chromium.new_context(viewport={"width": width, "height": height}).new_page()
-    p.set_default_timeout(20_000)
+    p.set_default_timeout(WAIT_MS)
     return p
-
-
-@pytest.fixture(autouse=True)
-def patient() -> Iterator[None]:
-    """The supervisor's agents are real processes on a shared machine: wait for them
-    longer than Playwright's 5 s default (the wait ends as soon as the page shows it)."""
-    expect.set_options(timeout=30_000)
-    try:
-        yield
-    finally:
-        expect.set_options(timeout=5_000)
 
 
 @pytest.fixture

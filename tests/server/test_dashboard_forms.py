@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
-from tests.server.conftest import Live
+from tests.server.conftest import WAIT_MS, Live
 from tests.server.test_dashboard import ARGS, CHROMIUM
 
 from laneboard.board.service import Board
@@ -47,7 +47,7 @@ def chromium() -> Iterator[Browser]:
 @pytest.fixture
 def tab(chromium: Browser) -> Iterator[Page]:
     p = chromium.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    p.set_default_timeout(20_000)
+    p.set_default_timeout(WAIT_MS)
     try:
         yield p
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, expect
 from starlette.testclient import TestClient
-from tests.server.conftest import Live
+from tests.server.conftest import WAIT_MS, Live
 from tests.server.test_dashboard import board_of, browser, page  # noqa: F401 (fixtures)
 from tests.supervisor.helpers import wait_for
 
@@ -81,7 +81,7 @@ def test_pausing_a_run_from_its_page(live: Live, browser: Browser, tmp_path: Pat
     ctx = browser.new_context(viewport={"width": 1300, "height": 900})
     try:
         p = ctx.new_page()
-        p.set_default_timeout(15_000)
+        p.set_default_timeout(WAIT_MS)
         p.goto(f"{live.url}/runs/{run['id']}")
         expect(p.locator("#run-status")).to_have_text("active")
         p.click("#run-pause")

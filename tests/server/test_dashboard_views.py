@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from tests.server.conftest import Live
+from tests.server.conftest import WAIT_MS, Live
 from tests.server.screens import shot
 from tests.server.test_dashboard import ARGS, CHROMIUM
 from tests.workspace.helpers import commit_file
@@ -35,7 +35,7 @@ def chromium() -> Iterator[Browser]:
 
 def open_tab(chromium: Browser, width: int = 1400, height: int = 900) -> Page:
     p = chromium.new_context(viewport={"width": width, "height": height}).new_page()
-    p.set_default_timeout(15_000)
+    p.set_default_timeout(WAIT_MS)
     return p
 
 

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
-from tests.server.conftest import LOCAL, Live
+from tests.server.conftest import LOCAL, WAIT_MS, Live
 from tests.server.test_dashboard import ARGS, CHROMIUM
 
 from laneboard.board.service import Board
@@ -207,7 +207,7 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     ctx = browser.new_context()
     p = ctx.new_page()
-    p.set_default_timeout(15_000)
+    p.set_default_timeout(WAIT_MS)
     try:
         yield p
     finally:

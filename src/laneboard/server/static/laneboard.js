@@ -106,12 +106,21 @@
 
   // One partial in flight at a time, so an older answer never overwrites a newer one;
   // a wake-up during a fetch (or while its redraw waits) fetches again once it is drawn.
+  // A partial that does not arrive is fetched again, sooner than the next event would
+  // come: 1 s after the first failure, doubling to 15 s while they last.
   function refresher(root) {
-    var timer = null, loading = false, again = false;
+    var timer = null, loading = false, again = false, backoff = 0;
     function later(ms) { if (!timer) timer = setTimeout(load, ms); }
     function settle() {
       loading = false;
+      backoff = 0;
       if (again) { again = false; later(120); }
+    }
+    function failed() {
+      loading = false;
+      again = false;
+      backoff = Math.min(backoff ? backoff * 2 : 1000, 15000);
+      later(backoff);
     }
     function draw(html) {
       var kept = entered(root);
@@ -135,7 +144,7 @@
       again = false;
       fetch(partialUrl(root), { headers: { Accept: "text/html" } })
         .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (html) { if (html === null) settle(); else place(html); }, settle);
+        .then(function (html) { if (html === null) failed(); else place(html); }, failed);
     }
     return function () {
       if (loading) again = true; else later(120);
