@@ -29,6 +29,10 @@ class Index:
     columns: tuple[str, ...]
     unique: bool = False
     where: str | None = None  # a partial index: only the rows this condition holds for
+    dialects: tuple[str, ...] = ()  # the backends that build it; () means every one
+
+    def built_on(self, dialect: str) -> bool:
+        return not self.dialects or dialect in self.dialects
 
 
 @dataclass(frozen=True)
