@@ -131,7 +131,8 @@ def test_approving_a_human_card_closes_it(live: Live, page: Page, tmp_path: Path
     expect(column(page, "done", card.ref)).to_be_visible()  # type: ignore[arg-type]
 
 
-def test_a_redraw_that_fails_is_fetched_again(live: Live, page: Page) -> None:
+@pytest.mark.parametrize("failure", ["dropped", "503"])
+def test_a_redraw_that_fails_is_fetched_again(live: Live, page: Page, failure: str) -> None:
     """A partial that does not arrive (a dropped connection, a server busy for a moment)
     leaves the section stale only until the next try, never until the next event."""
     board = seed(live)
@@ -145,7 +146,10 @@ def test_a_redraw_that_fails_is_fetched_again(live: Live, page: Page) -> None:
             route.continue_()
         else:
             dropped.append(route.request.url)
-            route.abort()
+            if failure == "dropped":
+                route.abort()
+            else:
+                route.fulfill(status=503, body="busy")
 
     page.route("**/ui/board*", drop_once)
     worker = live.lb("card", "claim", "WEB-1", "--holder", "worker-7")
