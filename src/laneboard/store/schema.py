@@ -4,8 +4,9 @@ Each migration is a module ``laneboard.store.migrations.vNNNN_name`` with ``VERS
 ``NAME``, ``STATEMENTS`` and the ``TABLES`` it declares (the declared schema).
 Statements are written once with type tokens that each backend expands:
 ``{pk}`` an auto-increment primary key, ``{int}`` a 64-bit integer, ``{text}``,
-``{real}``. A test builds the schema from the migrations on each backend and
-compares it with ``DECLARED``.
+``{real}``. An index may be built on some backends only (``Index.dialects``). A test
+builds the schema from the migrations on each backend and compares it with what is
+declared for that backend.
 """
 
 from __future__ import annotations
