@@ -1,8 +1,8 @@
 """Draining a PostgreSQL board with several processes, against a PostgreSQL job queue.
 
 4 processes drain N cards through the board's own service calls (``claim_next``,
-``report``, a move to ``in_review`` and the acceptance move to ``done``; no agent
-process), and procrastinate's 4 workers drain N no-op jobs on the same PostgreSQL
+``deliver``: the report and the move to ``in_review`` in one write, as ``lb card
+deliver`` makes them; and the acceptance move to ``done``; no agent process), and procrastinate's 4 workers drain N no-op jobs on the same PostgreSQL
 server. The two alternate (board, queue, board, queue, ...) in the same run. Printed:
 cards/s and jobs/s (medians of the rounds), the median of the per-pair ratios (goal >=
 1.0), the board's client CPU per card, and
@@ -89,7 +89,7 @@ def prepare_board(url: str, cards: int) -> None:
 
 
 def board_worker(url: str, index: int, start: Any, out: Any) -> None:
-    """One draining process: claim the next card, report, deliver, accept; until none."""
+    """One draining process: claim the next card, deliver it (report and move), accept; until none."""
     from laneboard.board.service import Board
     from laneboard.domain.model import agent, system
     from laneboard.errors import LaneboardError
@@ -108,8 +108,7 @@ def board_worker(url: str, index: int, start: Any, out: Any) -> None:
             if err.code != "NOTHING_READY":
                 raise
             break
-        board.report(me, card.ref, "done")
-        board.move(me, card.ref, "in_review")
+        board.deliver(me, card.ref, "done")  # the report and the move, one write
         board.move(accepter, card.ref, "done")
         done.append(card.id)
     out.put((t0, time.perf_counter(), time.process_time() - cpu0, done))

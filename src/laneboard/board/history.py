@@ -86,13 +86,7 @@ class HistoryMixin(BoardBase):
         verdict: str | None = None,
         round_: int | None = None,
     ) -> Report:
-        body = inputs.text(body, "report body", limit=200_000, multiline=True)
-        if commit is not None:
-            inputs.text(commit, "commit", limit=200)
-        ev = [e if isinstance(e, Evidence) else _evidence(e) for e in evidence]
-        if verdict is not None and verdict not in ("APPROVE", "REJECT"):
-            raise bad_input(f"verdict {verdict!r} is not valid", "use APPROVE or REJECT")
-        items = [e.to_dict() for e in ev]
+        body, commit, items = report_inputs(body, commit, evidence, verdict)
         if self.store.dialect == "postgresql":
             rep = self._report_probed(actor, ref, (body, commit, items, verdict), round_)
             if rep is not None:
@@ -107,7 +101,7 @@ class HistoryMixin(BoardBase):
                 card_id=card.id,
                 project_id=card.project_id,
                 run_id=card.run_id,
-                payload={"round": rnd, "evidence": len(ev), "verdict": verdict},
+                payload={"round": rnd, "evidence": len(items), "verdict": verdict},
             )
             return rep
 
@@ -288,6 +282,22 @@ class HistoryMixin(BoardBase):
         if cid is None:
             raise not_found("card", ref, "list cards with: lb card list")
         return cid
+
+
+def report_inputs(
+    body: str,
+    commit: str | None,
+    evidence: Iterable[Evidence | dict[str, Any]],
+    verdict: str | None,
+) -> tuple[str, str | None, list[dict[str, Any]]]:
+    """A report's body, commit and evidence items, once each is valid (else the refusal)."""
+    body = inputs.text(body, "report body", limit=200_000, multiline=True)
+    if commit is not None:
+        inputs.text(commit, "commit", limit=200)
+    ev = [e if isinstance(e, Evidence) else _evidence(e) for e in evidence]
+    if verdict is not None and verdict not in ("APPROVE", "REJECT"):
+        raise bad_input(f"verdict {verdict!r} is not valid", "use APPROVE or REJECT")
+    return body, commit, [e.to_dict() for e in ev]
 
 
 def _evidence(item: dict[str, Any]) -> Evidence:

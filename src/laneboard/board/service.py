@@ -14,6 +14,7 @@ from __future__ import annotations
 from laneboard.board.base import DeliveryGate, LandingGate, RemoteCheck
 from laneboard.board.cards import EDITABLE, CardsMixin
 from laneboard.board.decisions import DecisionsMixin
+from laneboard.board.deliveries import DeliveriesMixin
 from laneboard.board.history import HistoryMixin
 from laneboard.board.links import Candidate, LinksMixin
 from laneboard.board.moves import TRANSITIONS_TO_BLOCKED, MovesMixin
@@ -37,6 +38,7 @@ __all__ = [
 
 
 class Board(
+    DeliveriesMixin,
     ProjectsMixin,
     CardsMixin,
     DecisionsMixin,

@@ -339,12 +339,9 @@ REPORTS = Op(
 
 
 def deliver(c: Call, a: Params) -> Any:
-    from laneboard.domain.status import Status
-
-    rep = c.board.report(
+    rep, card = c.board.deliver(
         c.actor, a["ref"], a["body"], commit=a.get("commit"), evidence=a.get("evidence") or []
     )
-    card = c.board.move(c.actor, a["ref"], Status.IN_REVIEW.value)
     return {"report": rep.to_dict(), "card": card.to_dict()}
 
 
@@ -352,8 +349,9 @@ DELIVER = Op(
     "card.deliver",
     ("card", "deliver"),
     "report and move the card to in_review",
-    "A worker's delivery in one step: the report for the current round, then the move to "
-    "in_review (which verifies the lane: scope and checks).",
+    "A worker's delivery in one write: the report for the current round and the move to "
+    "in_review (which verifies the lane first: scope and checks). A refused delivery "
+    "writes nothing.",
     ("lb card deliver WEB-12 --body 'the form validates' --commit HEAD --evidence '0:pytest -q'",),
     (REF, REPORT_BODY, COMMIT, EVIDENCE),
     Caller.OWN_CARD,

@@ -170,3 +170,51 @@ def report_with_event(
     params += [*who, now, now, *who, dumps(payload)]
     got = store.write_statement(sql, params, types="report.added")
     return rows.report(got[0]) if got else None
+
+
+def deliver_with_events(
+    store: Store,
+    card: Card,
+    fields: dict[str, Any],
+    report: tuple[str, str | None, list[dict[str, Any]]],
+    actor: Actor,
+    payloads: tuple[dict[str, Any], dict[str, Any]],
+) -> tuple[Row, Report] | None:
+    """A delivery on the card's version read before, as one statement (PostgreSQL): the
+    card's ``fields`` (the move to ``in_review``), its round's report (``body, commit,
+    evidence``; it replaces the round's earlier one) and the ``report.added`` and
+    ``card.moved`` events (``payloads``), in that order. Returns the card's row (with
+    ``deps``) and the report; None: the card moved on since it was read (nothing was
+    written). The report is written only when the card's update matched.
+    """
+    from laneboard.store.migrations import declared
+
+    body, commit, evidence = report
+    names = [c.name for c in declared()["reports"].columns]
+    now = store.clock.now_ms()
+    update, params = card_update_sql(True, card.id, card.version, fields, now)
+    sql = (
+        f"WITH c AS ({update} RETURNING {card_columns()}, {deps_column(True)}), "
+        "d AS (DELETE FROM reports WHERE card_id = (SELECT id FROM c) AND round = ? "
+        "RETURNING id), "
+        "r AS (INSERT INTO reports (card_id, round, body, commit_sha, evidence, verdict, "
+        "author, author_kind, created_at) SELECT c.id, ?, ?, ?, ?, NULL, ?, ?, ? FROM c "
+        f"WHERE (SELECT count(*) FROM d) >= 0 RETURNING {', '.join(names)}), "
+        "e AS (INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
+        "payload) SELECT ?, v.type, c.id, c.project_id, c.run_id, ?, ?, v.payload "
+        "FROM c CROSS JOIN (SELECT count(*) AS n FROM r) w "
+        "CROSS JOIN (VALUES (1, 'report.added', ?::text), (2, 'card.moved', ?::text)) "
+        "AS v (n, type, payload) WHERE w.n = 1 ORDER BY v.n RETURNING id, xid) "
+        f"SELECT {card_columns('c')}, c.deps, "
+        f"{', '.join(f'r.{n} AS r_{n}' for n in names)}, e.id AS event_id, e.xid AS event_xid "
+        "FROM c CROSS JOIN r CROSS JOIN e ORDER BY e.id DESC LIMIT 1"
+    )
+    rnd = card.delivery_round
+    who = (actor.name, actor.kind.value)
+    params += [rnd, rnd, body, commit, dumps(evidence), *who, now]
+    params += [now, *who, dumps(payloads[0]), dumps(payloads[1])]
+    got = store.write_statement(sql, params, types="card.moved,report.added")
+    if not got:
+        return None
+    row = got[0]
+    return row, rows.report({n: row[f"r_{n}"] for n in names})
