@@ -304,3 +304,49 @@ def test_under_a_loop_reading_the_log_stop_requests_are_read_on_their_news(
     pool.stop_request(7)
     assert len(reads) == 4
     store.close()
+
+
+def test_evicting_a_finished_cards_session_records_it_closed(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """At the cap the least recently used idle session is closed: its record says
+    ``closed`` when its card is finished (it will not be resumed), ``idle`` otherwise."""
+    from laneboard.supervisor import records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.pool import Pool
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    board.add_project(human(), "V", path=str(tmp_path))
+    done = board.create_card(human(), "V", "finished")
+    board.move(human(), done.ref, "canceled")
+    open_ = board.create_card(human(), "V", "open")
+    rt = Runtime(store, config(tmp_path, pool_max_sessions=1), "m", LogFile(str(tmp_path / "l")))
+    pool = Pool(rt)
+
+    class Quiet:
+        pid = None
+
+        def close(self) -> None:
+            return None
+
+    def evict(card_id: int, key: str) -> str:
+        with store.write() as tx:
+            records.save_session(
+                tx, "scripted", key, card_id=card_id, role="worker", cwd=str(tmp_path),
+                native_id=key, round_=1, state="open",
+            )  # fmt: skip
+        pool.remember("scripted", key, card_id, Quiet())  # type: ignore[arg-type]
+        with pool.lock:
+            pool.live[("scripted", key)].busy = False
+        pool.evict_if_full()
+        assert not pool.live
+        with store.read() as tx:
+            rec = records.session_record(tx, "scripted", key)
+        assert rec is not None
+        return rec.state
+
+    assert evict(done.id, "lane-done") == "closed"
+    assert evict(open_.id, "lane-open") == "idle"
+    store.close()

@@ -331,7 +331,8 @@ class Pool:
                 records.set_session_state(tx, rec.id, "closed" if done else "idle")
 
     def evict_if_full(self) -> None:
-        """At the cap, close the least recently used idle session (its id is kept)."""
+        """At the cap, close the least recently used idle session (its id is kept:
+        ``forget`` records it ``idle``, or ``closed`` when its card is finished)."""
         with self.lock:
             if len(self.live) < self.rt.config.pool_max_sessions:
                 return
@@ -340,10 +341,6 @@ class Pool:
                 return
             victim = min(idle, key=lambda lv: lv.last_used)
         self.forget(victim.kind, victim.lane_key)
-        with self.rt.store.write() as tx:
-            rec = records.session_record(tx, victim.kind, victim.lane_key)
-            if rec is not None:
-                records.set_session_state(tx, rec.id, "idle")
         self.rt.log.info("pool", "evicted idle session (id kept)", lane=victim.lane_key)
 
     def _watch(
