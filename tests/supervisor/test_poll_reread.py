@@ -3,12 +3,14 @@ candidates were read: a card claimed elsewhere meanwhile costs no lane, brief or
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from laneboard.board.service import Board
+from laneboard.domain.clock import FakeClock
 from laneboard.domain.model import agent, human
 from laneboard.store import open_store
 from laneboard.supervisor import poll
@@ -22,7 +24,9 @@ from .helpers import RealNowClock, config
 def test_a_candidate_claimed_elsewhere_is_left_alone_once_read_again(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later_ms: int
 ) -> None:
-    clock = RealNowClock()
+    # time moves only when told: on a loaded machine the real clock alone may pass
+    # REREAD_MS between the read and the admission
+    clock = FakeClock(time.time_ns() // 1_000_000)
     store = open_store(store_url, clock)
     board = Board(store)
     board.add_project(human(), "R", path=str(tmp_path))
