@@ -1,9 +1,9 @@
 """Draining a PostgreSQL board with several processes, against a PostgreSQL job queue.
 
-4 processes drain N cards through the board's own service calls (``claim_next``,
-``deliver``: the report and the move to ``in_review`` in one write, as ``lb card
-deliver`` makes them; and the acceptance move to ``done``; no agent process), and procrastinate's 4 workers drain N no-op jobs on the same PostgreSQL
-server. The two alternate (board, queue, board, queue, ...) in the same run. Printed:
+4 processes drain N cards through the board's own service calls (``claim_next``;
+``deliver``, the report and the move to ``in_review`` in one write, as ``lb card
+deliver`` makes them; and the acceptance move to ``done``; no agent process), and
+procrastinate's 4 workers drain N no-op jobs on the same PostgreSQL server. The two alternate (board, queue, board, queue, ...) in the same run. Printed:
 cards/s and jobs/s (medians of the rounds), the median of the per-pair ratios (goal >=
 1.0), the board's client CPU per card, and
 the checks that every card was claimed once and ended ``done``.
@@ -89,7 +89,7 @@ def prepare_board(url: str, cards: int) -> None:
 
 
 def board_worker(url: str, index: int, start: Any, out: Any) -> None:
-    """One draining process: claim the next card, deliver it (report and move), accept; until none."""
+    """One draining process: claim the next card, deliver it, accept it; until none."""
     from laneboard.board.service import Board
     from laneboard.domain.model import agent, system
     from laneboard.errors import LaneboardError

@@ -55,16 +55,20 @@ class DeliveriesMixin(MovesMixin, HistoryMixin):
         return self._deliver_locked(actor, ref, report, checked, verified)
 
     def _deliver_on_copy(self, actor: Actor, ref: str | int, report: Payload) -> Delivered | None:
-        """The one-statement delivery on the board's copy of the card, else on a fresh read.
-        None: a check refused on the copy, or the card moved on (the locked path decides)."""
+        """The one-statement delivery on the board's copy of the card, else on a fresh read
+        (a refusal on that read is the answer: it is the card at that instant). None: a
+        check refused on the copy, or the card moved on (the locked path decides)."""
+        now = self.store.clock.now_ms()
         card = self.recent.get(inputs.card_ref(ref))
         if card is None:
             with self.store.autocommit() as tx:
                 card = self._card(tx, ref)
-        try:
-            fields = self._delivery_fields(actor, card, self.store.clock.now_ms())
-        except LaneboardError:
-            return None
+            fields = self._delivery_fields(actor, card, now)
+        else:
+            try:
+                fields = self._delivery_fields(actor, card, now)
+            except LaneboardError:
+                return None  # a copy is never the reason for a refusal
         payloads = _payloads(card, report[2], 0)
         got = deliver_with_events(self.store, card, fields, report, actor, payloads)
         if got is None:
