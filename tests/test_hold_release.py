@@ -86,3 +86,21 @@ def test_an_unknown_reason_is_refused(setup: Board) -> None:
             board.release_holds(ME, reason)  # type: ignore[arg-type]
         assert err.value.code == "BAD_INPUT" and "configuration" in err.value.fix
     assert board.get(card.ref).status.value == "blocked"
+
+
+class TickingClock(FakeClock):
+    """A clock that moves one millisecond each time it is read (a loaded machine)."""
+
+    def now_ms(self) -> int:
+        self.t += 1
+        return self.t
+
+
+def test_a_hold_is_recognised_when_the_clock_moves_during_it(setup: Board) -> None:
+    board = setup
+    board.store.clock = TickingClock()
+    h = held(board, "slow", "configuration", FIX)
+    assert h.status.value == "blocked"
+    assert int(h.meta["hold_at"]) >= h.status_since  # the block is this hold
+    out = board.release_holds(ME, "configuration")
+    assert [(i["ref"], i["released"]) for i in out] == [(h.ref, True)]

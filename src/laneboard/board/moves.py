@@ -334,18 +334,19 @@ class MovesMixin(BoardBase):
             f"(lb card move {card.ref} todo), or cancel it."
         )
         c = tx.insert_comment(card.id, CommentKind.QUESTION.value, question, actor)
+        now = tx.now()  # one reading: the block and the hold are the same instant
         meta = {
             **card.meta,
             "hold_cycle": cycle,
             "hold_bound": bound,
             "hold_reason": reason,
             "hold_round": card.delivery_round,
-            "hold_at": tx.now(),
+            "hold_at": now,
             "hold_comment": c.id,
         }
         fields: dict[str, Any] = {
             "status": Status.BLOCKED.value,
-            "status_since": tx.now(),
+            "status_since": now,
             "heartbeat_at": None,
             "meta": meta,
         }
