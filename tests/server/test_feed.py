@@ -128,3 +128,29 @@ def read_past(feed: Feed, at: EventCursor) -> Callable[[], bool]:
 def store_head(store: Store) -> EventCursor:
     with store.autocommit() as tx:
         return tx.event_head()
+
+
+def test_end_stops_every_follower_and_any_later_one(store: Store) -> None:
+    """The server stopping: a follower waiting for news returns (its stream ends), and
+    one that starts afterwards returns at once, both with nothing lost or invented."""
+    Board(store).add_project(human("alice"), "WEB")
+    feed = Feed(store, poll_s=30.0)
+    got: list[list[Event]] = []
+
+    async def waiting() -> None:
+        async for batch in feed.follow(store_head(store), keepalive_s=3600):
+            got.append(batch)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiting)
+            await anyio.to_thread.run_sync(until, lambda: feed.subscribers == 1, "the follower")
+            await anyio.to_thread.run_sync(feed.end)  # from another thread, as a signal's
+        async for batch in feed.follow(START, keepalive_s=3600):
+            got.append(batch)
+
+    try:
+        anyio.run(main)
+    finally:
+        feed.close()
+    assert got == [] and feed.subscribers == 0

@@ -120,3 +120,44 @@ def test_a_transcript_streams_over_sse_and_resumes(live: Live) -> None:
             store.close()
         agent_view = c.get(BASE + f"/cards/{card['ref']}/transcript")  # JSON without the header
         assert [e["text"] for e in agent_view.json()["entries"]] == ["one", "lb x"]
+
+
+def test_sigterm_ends_open_streams_and_the_server(live: Live) -> None:
+    """A dashboard left open (its live streams) does not keep ``lb serve`` from stopping:
+    on SIGTERM each stream ends cleanly and the process exits, the clients still there."""
+    import signal
+    import subprocess
+
+    with httpx.Client(base_url=live.url, timeout=None) as c:
+        expect(c.post(BASE + "/projects", json={"key": "WEB"}), 201)
+        card = expect(c.post(BASE + "/cards", json={"project": "WEB", "title": "t"}), 201)
+        sse = {"Accept": "text/event-stream"}
+        urls = [BASE + "/events", BASE + f"/cards/{card['ref']}/transcript"]
+        opened = [threading.Event() for _ in urls]
+        ended: list[str] = []
+
+        def follow(url: str, ready: threading.Event) -> None:
+            with c.stream("GET", url, headers=sse) as resp:  # no timeout: it waits as a page does
+                assert resp.status_code == 200
+                for line in resp.iter_lines():
+                    if line.startswith("retry:"):
+                        ready.set()
+            ended.append(url)  # the server ended the response: end of stream, no error
+
+        readers = [
+            threading.Thread(target=follow, args=(u, r), daemon=True)
+            for u, r in zip(urls, opened, strict=True)
+        ]
+        for t in readers:
+            t.start()
+        for r in opened:
+            assert r.wait(60), "a stream did not open"
+        live.proc.send_signal(signal.SIGTERM)
+        try:  # bounded only so that a hang fails here instead of stalling the run
+            code = live.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("lb serve kept running while its streams were open") from None
+        for t in readers:
+            t.join(60)
+        assert code in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once stopped
+        assert sorted(ended) == sorted(urls)

@@ -92,8 +92,22 @@ def cmd_serve(ctx: Context) -> int:
     sys.stderr.write(f"laneboard serving {ctx.store.url} on http://{a.host}:{port}/\n")
     sys.stderr.flush()
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    _server(uvicorn, app, config).run(sockets=[sock])
     return 0
+
+
+def _server(uvicorn: Any, app: Any, config: Any) -> Any:
+    """uvicorn's server, whose shutdown (SIGTERM, Ctrl-C) first ends the app's live
+    streams: uvicorn waits for every open response to finish, and an SSE stream a
+    dashboard keeps open would otherwise never finish."""
+    from laneboard.server.app import end_streams
+
+    class Server(uvicorn.Server):  # type: ignore[misc]
+        async def shutdown(self, sockets: Any = None) -> None:
+            end_streams(app)
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 def listen(host: str, port: int) -> socket.socket:

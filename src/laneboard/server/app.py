@@ -189,3 +189,12 @@ def create_app(
     )
     app.state.server = srv
     return AuthMiddleware(app, Authenticator(srv.tokens, local_user, trusted))
+
+
+def end_streams(app: Any) -> None:
+    """End the live streams (SSE) of an app made by ``create_app``: the server is
+    stopping, and a client that never leaves (a dashboard left open) must not hold it."""
+    inner = getattr(app, "app", None)
+    srv = getattr(getattr(inner, "state", None), "server", None)
+    if isinstance(srv, Server):
+        srv.feed.end()

@@ -13,6 +13,7 @@ until it reaches the feed again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ class Batch:
     upto: EventCursor  # the feed's cursor after these events
 
 
+END = Batch([], EventCursor(0, 0))  # a follower's last batch: the server stops
+
+
 @dataclass
 class _Sub:
     loop: asyncio.AbstractEventLoop
@@ -61,6 +65,11 @@ class _Sub:
         except RuntimeError:  # its event loop is gone
             self.lagged = True
 
+    def end(self) -> None:
+        """Its ``follow`` returns (sent to the queue it has when the loop runs this)."""
+        with contextlib.suppress(RuntimeError):  # its loop is gone, and the follower too
+            self.loop.call_soon_threadsafe(lambda: self.queue.put_nowait(END))
+
 
 class Feed:
     """Started on the first subscriber; ``close()`` ends its thread."""
@@ -75,6 +84,7 @@ class Feed:
         self._lock = threading.Lock()
         self._subs: list[_Sub] = []
         self._stop = threading.Event()
+        self._ended = False  # followers end at once (``end``)
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -88,7 +98,19 @@ class Feed:
             self._thread = threading.Thread(target=self._run, name="laneboard-feed", daemon=True)
             self._thread.start()
 
+    def end(self) -> None:
+        """End every follower now, and any that starts later at once: each ``follow``
+        returns, so the server's streams end cleanly and their connections can close
+        (a server stopping does not wait for clients that never leave). Returns at once;
+        safe from any thread."""
+        with self._lock:
+            self._ended = True
+            subs = list(self._subs)
+        for sub in subs:
+            sub.end()
+
     def close(self) -> None:
+        self.end()
         self._stop.set()
         if self.broadcaster is not None:
             self.broadcaster.close()  # its waiters return at once
@@ -149,13 +171,13 @@ class Feed:
         self, cursor: EventCursor, *, keepalive_s: float = 15.0
     ) -> AsyncIterator[list[Event]]:
         """Batches of the events after ``cursor``; an empty batch when ``keepalive_s``
-        passed with nothing new."""
+        passed with nothing new. It returns when the feed ends (``end``, ``close``)."""
         await anyio.to_thread.run_sync(self._ensure_started)
         sub = self._join()
         at = cursor
         try:
-            while True:
-                while at < sub.base:  # behind the feed: read the log from our own cursor
+            while not self._ended:
+                while at < sub.base and not self._ended:  # behind: read from our own cursor
                     events, upto = await anyio.to_thread.run_sync(self._read, at)
                     if events:
                         yield events
@@ -167,6 +189,8 @@ class Feed:
                 except TimeoutError:
                     yield []
                     continue
+                if batch is END:
+                    return
                 if batch is None:  # fell behind: resync, then read for ourselves
                     self._join(sub)
                     continue
