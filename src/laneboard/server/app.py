@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -128,7 +127,7 @@ def create_app(
     trusted: tuple[str, ...] = DEFAULT_TRUSTED,
     with_mcp: bool = True,
     sse_poll_s: float = 0.5,
-) -> Any:
+) -> AuthMiddleware:
     """The ASGI application (wrapped in the authentication middleware)."""
     srv = Server(store, install_gates(Board(store)), Tokens(store), Feed(store, poll_s=sse_poll_s))
 
@@ -191,10 +190,9 @@ def create_app(
     return AuthMiddleware(app, Authenticator(srv.tokens, local_user, trusted))
 
 
-def end_streams(app: Any) -> None:
+def end_streams(app: AuthMiddleware) -> None:
     """End the live streams (SSE) of an app made by ``create_app``: the server is
     stopping, and a client that never leaves (a dashboard left open) must not hold it."""
-    inner = getattr(app, "app", None)
-    srv = getattr(getattr(inner, "state", None), "server", None)
-    if isinstance(srv, Server):
-        srv.feed.end()
+    assert isinstance(app.app, Starlette)
+    server: Server = app.app.state.server
+    server.feed.end()
