@@ -72,16 +72,37 @@ def _convert(sql: str) -> tuple[bytes, bool | None]:
 _NAMES: dict[bytes, tuple[str, ...]] = {}
 
 
-def _run(raw: Any, text: bytes, params: Sequence[Any], prepare: bool | None) -> Any:
-    """Execute a statement in the server's own placeholders (``_convert``) on a raw cursor:
-    psycopg then parses no query text (it does for ``%s``, on every call for a statement
-    over 4 kB), and the statement is prepared as usual. Rows come as tuples (``_rows``)."""
-    from psycopg import RawCursor
-    from psycopg.rows import tuple_row
+# one raw cursor per pooled connection, made once and used for every statement on it
+# (a connection serves one thread at a time): a cursor made per statement costs about a
+# third of the client's CPU for a short statement
+_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
-    cur = RawCursor(raw, row_factory=tuple_row)
+
+def _cursor(raw: Any) -> Any:
+    """``raw``'s own raw cursor, rows as tuples (``_rows``)."""
+    cur = _CURSORS.get(raw)
+    if cur is None:
+        from psycopg import RawCursor
+        from psycopg.rows import tuple_row
+
+        cur = _CURSORS[raw] = RawCursor(raw, row_factory=tuple_row)
+    return cur
+
+
+def _run(raw: Any, text: bytes, params: Sequence[Any], prepare: bool | None) -> Any:
+    """Execute a statement in the server's own placeholders (``_convert``) on the
+    connection's raw cursor: psycopg then parses no query text (it does for ``%s``, on
+    every call for a statement over 4 kB), and the statement is prepared as usual. The
+    caller reads the rows at once (``_rows``): the next statement reuses the cursor."""
+    cur = _cursor(raw)
     cur.execute(text, params, prepare=prepare)
     return cur
+
+
+def _simple(raw: Any, text: str) -> Any:
+    """A statement without parameters (``BEGIN``, ``COMMIT``, several joined by ``;``),
+    never prepared, on the connection's raw cursor; rows come as tuples."""
+    return _run(raw, text.encode(), (), False)
 
 
 def _rows(cur: Any, text: bytes, prepare: bool | None) -> list[Row]:
@@ -210,7 +231,7 @@ class PostgresStore(Store):
         conn = _PgConn(raw)
         try:
             begin = "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-            raw.execute(begin, prepare=False)
+            _simple(raw, begin)
             yield conn
             self._commit(raw, conn)
         except psycopg.OperationalError:
@@ -248,7 +269,7 @@ class PostgresStore(Store):
             raise
         if got and self.announcer.now_or_later(types):
             try:
-                raw.execute(self._notify_sql(raw, types))
+                _simple(raw, self._notify_sql(raw, types))
             except psycopg.Error:
                 self._release(raw, broken=True)
                 self._announce(event_of(got))
@@ -263,7 +284,7 @@ class PostgresStore(Store):
 
         raw = self._acquire()
         try:
-            raw.execute(self._notify_sql(raw, types))
+            _simple(raw, self._notify_sql(raw, types))
         except psycopg.Error:
             self._release(raw, broken=True)
             raise
@@ -282,7 +303,7 @@ class PostgresStore(Store):
     def _rollback(self, raw: Any) -> None:
         try:
             if not (raw.closed or raw.broken):
-                raw.execute("ROLLBACK")
+                _simple(raw, "ROLLBACK")
         except Exception:
             self._release(raw, broken=True)
             return
@@ -300,11 +321,11 @@ class PostgresStore(Store):
         types = _types_of(conn) if conn.notify else ""
         if conn.notify and self.announcer.now_or_later(types):
             parts.append(self._notify_sql(raw, types))
-        cur = raw.execute("; ".join(parts), prepare=False)
+        cur = _simple(raw, "; ".join(parts))
         if conn.events:  # the first result holds the written events' positions
             from laneboard.domain.cursor import EventCursor
 
-            written = [EventCursor(int(r["xid"]), int(r["id"])) for r in cur.fetchall()]
+            written = [EventCursor(int(xid), int(eid)) for eid, xid in cur.fetchall()]
             conn.committed_last = max(written)
 
     @staticmethod
