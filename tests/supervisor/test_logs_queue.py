@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -40,6 +41,45 @@ def test_log_rotates_by_size_and_keeps_five(tmp_path: Path) -> None:
     flat = [n for chunk in numbers for n in chunk]
     assert flat == sorted(flat) and flat[-1] == 199  # oldest in .5, newest in the live file
     assert flat == list(range(flat[0], 200))  # nothing lost inside the kept window
+
+
+def test_writers_follow_a_rotation_made_by_another_writer(tmp_path: Path) -> None:
+    """Each writer keeps the log open: one that another process rotated (or removed)
+    is noticed and opened again, so no line goes into a rotated file."""
+    path = tmp_path / "supervisor.log"
+    mine, other = LogFile(str(path), max_bytes=300), LogFile(str(path), max_bytes=300)
+    mine.info("tick", "first")
+    for i in range(4):  # the other writer fills the file and rotates it
+        other.info("tick", f"other {i}")
+    assert Path(f"{path}.1").exists()
+    mine.info("tick", "after the rotation")
+    assert "after the rotation" in path.read_text()
+    assert "after the rotation" not in Path(f"{path}.1").read_text()
+    path.unlink()  # removed by hand: the next line makes it again
+    mine.info("tick", "after the removal")
+    assert "after the removal" in path.read_text()
+    lines = [ln for f in (path, Path(f"{path}.1")) for ln in f.read_text().splitlines()]
+    assert all(LINE.match(ln) for ln in lines)
+
+
+def test_a_forked_child_writes_with_its_own_files(tmp_path: Path) -> None:
+    path = tmp_path / "supervisor.log"
+    log = LogFile(str(path))
+    log.info("tick", "parent before")
+    pid = os.fork()
+    if pid == 0:  # the child: its lock is its own, not the parent's open file
+        try:
+            log.info("tick", "child")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    log.info("tick", "parent after")
+    text = path.read_text()
+    assert [m for m in re.findall(r"msg=(\"[^\"]*\"|\S+)", text)] == [
+        '"parent before"',
+        "child",
+        '"parent after"',
+    ]
 
 
 def test_queue_rows_coalesce_per_card_role_and_kind(store: Store) -> None:

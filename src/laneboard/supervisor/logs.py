@@ -13,8 +13,9 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from laneboard.store import redact_url
@@ -51,23 +52,52 @@ def redact(text: str) -> str:
 
 
 class LogFile:
+    """One log file, appended to by any number of threads and processes.
+
+    The lock file and the log stay open between lines (one ``flock`` and one ``write``
+    per line); a file another process rotated away is noticed by its inode under the
+    lock and opened again, and a forked child opens its own.
+    """
+
     def __init__(self, path: str, max_bytes: int = 10 * 1024 * 1024, keep: int = 5) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
+        self._fds: list[int] = []  # [lock file, log] while open; closed when collected
+        self._pid = 0
+        weakref.finalize(self, _close_all, self._fds)
         os.makedirs(os.path.dirname(path), exist_ok=True)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """This thread and every other process writing the same file, one at a time."""
         with self._lock:
-            fd = os.open(self.path + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+            if self._pid != os.getpid():  # first line, or a forked child: its own files
+                _close_all(self._fds)
+                self._fds.append(os.open(self.path + ".lock", os.O_CREAT | os.O_RDWR, 0o600))
+                self._fds.append(_open_log(self.path))
+                self._pid = os.getpid()
+            fcntl.flock(self._fds[0], fcntl.LOCK_EX)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
-                os.close(fd)
+                fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+
+    def _current(self) -> int:
+        """The log's size, with the open file made the one at ``path`` (rotated away by
+        another process, or removed: opened again)."""
+        fd = self._fds[1]
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        mine = os.fstat(fd)
+        if st is None or (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+            os.close(fd)
+            self._fds[1] = _open_log(self.path)
+            return 0 if st is None else os.fstat(self._fds[1]).st_size
+        return st.st_size
 
     def _rotate(self) -> None:
         for i in range(self.keep - 1, 0, -1):
@@ -79,6 +109,8 @@ class LogFile:
         extra = f"{self.path}.{self.keep + 1}"
         if os.path.exists(extra):
             os.remove(extra)
+        os.close(self._fds[1])
+        self._fds[1] = _open_log(self.path)
 
     def write(self, level: str, component: str, message: str, **fields: Any) -> None:
         parts = [
@@ -93,15 +125,13 @@ class LogFile:
                 parts.append(f"{k}={v}")
             elif v is not None:
                 parts.append(f"{k}={_quote(redact(str(v)))}")
-        line = " ".join(parts) + "\n"
+        line = (" ".join(parts) + "\n").encode()
         with self._locked():
-            try:
-                if os.path.getsize(self.path) + len(line) > self.max_bytes:
-                    self._rotate()
-            except FileNotFoundError:
-                pass
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
+            if self._current() + len(line) > self.max_bytes:
+                self._rotate()
+            view = memoryview(line)
+            while view:  # O_APPEND: each write lands at the end, whoever wrote last
+                view = view[os.write(self._fds[1], view) :]
 
     def info(self, component: str, message: str, **fields: Any) -> None:
         self.write("info", component, message, **fields)
@@ -119,6 +149,16 @@ PROCESSES = ("supervisor", "server")
 def process_log(state_dir: str, process: str) -> str:
     """The log file of one process kind (``supervisor`` or ``server``)."""
     return os.path.join(state_dir, f"{process}.log")
+
+
+def _open_log(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        with suppress(OSError):
+            os.close(fds.pop())
 
 
 class OutputCapture:
