@@ -131,3 +131,22 @@ def test_connections_plan_again_at_doubling_intervals(pg: Store) -> None:
     assert pg._replan_in[raw][1] == 2 * REPLAN_FIRST  # the next interval is twice the first
     _use(pg, pg._replan_in[raw][0])
     assert prepared() == 0
+
+
+def test_a_dropped_connection_and_its_cursor_are_freed(pg: Store) -> None:
+    """Each pooled connection keeps one cursor for its statements; a connection the pool
+    drops (broken, or the store closed) is freed with it, not kept alive by the cursor."""
+    import gc
+    import weakref
+
+    from laneboard.store.postgres import _PgConn
+
+    assert isinstance(pg, PostgresStore)
+    raw = pg._acquire()
+    assert _PgConn(raw).execute("SELECT 1 AS x") == [{"x": 1}]  # its cursor is made
+    gone = weakref.ref(raw)
+    pg._release(raw, broken=True)
+    del raw
+    gc.collect()
+    assert gone() is None
+    assert pg.query("SELECT 2 AS x") == [{"x": 2}]  # the pool goes on with another

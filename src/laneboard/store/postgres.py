@@ -72,20 +72,22 @@ def _convert(sql: str) -> tuple[bytes, bool | None]:
 _NAMES: dict[bytes, tuple[str, ...]] = {}
 
 
-# one raw cursor per pooled connection, made once and used for every statement on it
-# (a connection serves one thread at a time): a cursor made per statement costs about a
-# third of the client's CPU for a short statement
-_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# the attribute of a pooled connection that holds its one raw cursor, made once and used
+# for every statement on it (a connection serves one thread at a time): a cursor made per
+# statement costs about a third of the client's CPU for a short statement. Kept on the
+# connection itself, the two are freed together when the pool drops the connection.
+CURSOR_ATTR = "_laneboard_cursor"
 
 
 def _cursor(raw: Any) -> Any:
     """``raw``'s own raw cursor, rows as tuples (``_rows``)."""
-    cur = _CURSORS.get(raw)
+    cur = getattr(raw, CURSOR_ATTR, None)
     if cur is None:
         from psycopg import RawCursor
         from psycopg.rows import tuple_row
 
-        cur = _CURSORS[raw] = RawCursor(raw, row_factory=tuple_row)
+        cur = RawCursor(raw, row_factory=tuple_row)
+        setattr(raw, CURSOR_ATTR, cur)
     return cur
 
 
