@@ -62,6 +62,17 @@ def test_writers_follow_a_rotation_made_by_another_writer(tmp_path: Path) -> Non
     assert all(LINE.match(ln) for ln in lines)
 
 
+def test_a_log_truncated_in_place_is_written_from_its_new_end(tmp_path: Path) -> None:
+    """logrotate's ``copytruncate``: the open file is emptied; the next line starts it."""
+    path = tmp_path / "supervisor.log"
+    log = LogFile(str(path))
+    log.info("tick", "before")
+    os.truncate(path, 0)
+    log.info("tick", "after")
+    text = path.read_text()
+    assert text.startswith("time=") and "msg=after" in text and "before" not in text
+
+
 def test_a_forked_child_writes_with_its_own_files(tmp_path: Path) -> None:
     path = tmp_path / "supervisor.log"
     log = LogFile(str(path))
