@@ -9,9 +9,10 @@ For each backend, 8 worker processes race on one board of todo cards, in two mod
   LIMIT 1 [FOR UPDATE SKIP LOCKED])`` until it updates nothing.
 
 A third loop, the bare CAS with its event, runs the same ``UPDATE`` and, when it won, an
-``INSERT`` of its event in the same transaction (on PostgreSQL one statement, on SQLite
-``BEGIN IMMEDIATE`` ... ``COMMIT``): the least any board write does, as every write commits
-with its event. It shows how much of the gap the event itself explains.
+``INSERT`` of its event in the same transaction, in one autocommit statement as the
+board's claims do (on PostgreSQL a data-modifying ``WITH``, on SQLite a temporary trigger
+on the claim's ``UPDATE``): the least any board write does, as every write commits with
+its event. It shows how much of the gap the event itself explains.
 
 The three alternate (bare, with event, board, bare, ...) on the same table, reset between
 runs, so all see the same machine load. Printed per backend and mode: successful claims
@@ -50,9 +51,14 @@ RAW_NEXT = (
 )
 # the bare CAS with its event written in the same transaction: what every board write
 # must do at least (an event row beside the card's), with no rule, ranking or returned card
-EVENT = (
-    "INSERT INTO events (at, type, card_id, project_id, actor, actor_kind, payload) "
-    "VALUES (?, 'bench.claimed', ?, ?, ?, 'agent', ?)"
+# on SQLite the claim's own statement writes the event through this temporary trigger
+# (on the event loop's connection only), as the board's claims do (``store.sqlite``)
+EVENT_TRIGGER = (
+    "CREATE TEMP TRIGGER IF NOT EXISTS bench_claimed AFTER UPDATE OF claim_epoch ON main.cards "
+    "BEGIN INSERT INTO events (at, type, card_id, project_id, actor, actor_kind, payload) "
+    "VALUES (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), 'bench.claimed', "
+    "NEW.id, NEW.project_id, NEW.holder, 'agent', '{\"epoch\": ' || NEW.claim_epoch || '}'); "
+    "END"
 )
 PG_EVENT = (
     "WITH c AS ({update} RETURNING id, project_id, claim_epoch) "
@@ -107,7 +113,7 @@ def rotated(ids: list[int], index: int) -> list[int]:
 class Raw:
     """A bare connection: one autocommit statement per call."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, event: bool = False) -> None:
         self.sqlite = url.startswith("sqlite:///")
         if self.sqlite:
             import sqlite3
@@ -117,6 +123,8 @@ class Raw:
             )
             self.conn.execute("PRAGMA busy_timeout = 30000")
             self.conn.execute("PRAGMA synchronous = NORMAL")
+            if event:
+                self.conn.execute(EVENT_TRIGGER)
         else:
             import psycopg
 
@@ -190,24 +198,15 @@ def event_next(raw: Raw, index: int) -> list[int]:
 
 def event_cas(raw: Raw, name: str, sql: str, params: tuple[Any, ...]) -> int | None:
     """One CAS and, when it won, its event, committed together; the card's id or None."""
+    if raw.sqlite:  # the connection's trigger writes the event within the statement
+        if " RETURNING" in sql:
+            row = raw.conn.execute(sql, params).fetchone()
+            return None if row is None else int(row[0])
+        return int(params[1]) if raw.conn.execute(sql, params).rowcount == 1 else None
     now = int(time.time() * 1000)
-    if not raw.sqlite:
-        update = sql.replace("?", "%s").split(" RETURNING")[0]
-        row = raw.conn.execute(PG_EVENT.format(update=update), (*params, now, name)).fetchone()
-        return None if row is None else int(row[0])
-    conn = raw.conn
-    conn.execute("BEGIN IMMEDIATE")
-    try:  # the card and its event commit together, or neither does
-        got = conn.execute(
-            sql.split(" RETURNING")[0] + " RETURNING id, project_id, claim_epoch", params
-        ).fetchone()
-        if got is not None:
-            conn.execute(EVENT, (now, got[0], got[1], name, f'{{"epoch": {got[2]}}}'))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    return None if got is None else int(got[0])
+    update = sql.replace("?", "%s").split(" RETURNING")[0]
+    row = raw.conn.execute(PG_EVENT.format(update=update), (*params, now, name)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def worker(index: int, jobs: Any, start: Any, out: Any) -> None:
@@ -216,25 +215,24 @@ def worker(index: int, jobs: Any, start: Any, out: Any) -> None:
     from laneboard.store import open_store
 
     boards: dict[str, Any] = {}
-    raws: dict[str, Raw] = {}
+    raws: dict[tuple[str, str], Raw] = {}
     while (job := jobs.get()) is not None:
         kind, mode, url, ids = job
         if kind == "board" and url not in boards:
             boards[url] = Board(open_store(url))
-        if kind in ("raw", "event") and url not in raws:
-            raws[url] = Raw(url)
+        if kind in ("raw", "event") and (kind, url) not in raws:
+            raws[kind, url] = Raw(url, event=kind == "event")
         start.wait(timeout=120)
         t0 = time.perf_counter()
         if kind == "board":
             b = boards[url]
             won = board_claim(b, index, ids) if mode == "claim" else board_next(b, index)
         elif kind == "event":
-            r = raws[url]
+            r = raws[kind, url]
             won = event_claim(r, index, ids) if mode == "claim" else event_next(r, index)
         else:
-            won = (
-                raw_claim(raws[url], index, ids) if mode == "claim" else raw_next(raws[url], index)
-            )
+            r = raws[kind, url]
+            won = raw_claim(r, index, ids) if mode == "claim" else raw_next(r, index)
         out.put((t0, time.perf_counter(), won))
     for b in boards.values():
         b.store.close()

@@ -199,7 +199,14 @@ def test_a_migration_numbered_below_the_newest_is_applied(store_url: str, review
 
 @pytest.mark.parametrize("pg", [False, True])
 def test_the_statement_built_once_per_claimant_is_the_one_built_each_time(pg: bool) -> None:
-    from laneboard.store.rank_sql import ClaimSet, build_ranked_claim, ranked_claim
+    from laneboard.store.rank_sql import (
+        EITHER,
+        INDEX,
+        RANK,
+        ClaimSet,
+        build_ranked_claim,
+        ranked_claim,
+    )
 
     sets = [
         ClaimSet(["w1"], True, None, 200, 32, 30),
@@ -212,8 +219,40 @@ def test_the_statement_built_once_per_claimant_is_the_one_built_each_time(pg: bo
                 ("w1", "agent", None, False),
                 ("a", "human", "s", True),
             ):
-                args = (claim_set, who, kind, session, bypass)
-                assert ranked_claim(pg, now, *args) == build_ranked_claim(pg, now, *args)
+                for part in (INDEX, RANK, EITHER):
+                    args = (claim_set, who, kind, session, bypass, part)
+                    assert ranked_claim(pg, now, *args) == build_ranked_claim(pg, now, *args)
+
+
+@pytest.mark.parametrize("review", [False, True])
+def test_a_claim_next_is_one_statement_unless_the_ranking_must_weigh(
+    store_url: str, review: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the index walk runs alone (planned at about half the cost of both
+    picks in one statement); only when a ready card is weighed in full (a review card)
+    does the ranking follow it. SQLite runs both picks in one statement either way."""
+    clock = FakeClock()
+    store = open_store(store_url, clock)
+    try:
+        board = Board(store)
+        pid, _ = _spread(board, clock, 10, tiers=2, review=review)
+        clock.advance(MINUTE_MS)
+        expected = _domain_order(store, pid)
+        name = "write_statement" if store.dialect == "postgresql" else "claim_statement"
+        calls: list[str] = []
+        real = getattr(store, name)
+
+        def counted(sql: str, *args: object, **kwargs: object) -> object:
+            calls.append(sql)
+            return real(sql, *args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
+        first = board.claim_next(ME, include_unassigned=True, project="P")
+        two = review and store.dialect == "postgresql"
+        assert len(calls) == (2 if two else 1)
+        assert first.id == expected[0]
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("review", [False, True])

@@ -121,6 +121,7 @@ def ranked_sql(pg: bool, now: int, claim_set: ClaimSet, n: int) -> tuple[str, li
 
 
 NOW = object()  # stands for the time in a statement built once for one claimant
+INDEX, RANK, EITHER = "index", "rank", "either"  # which pick a claim statement makes
 
 
 def ranked_claim(
@@ -131,11 +132,13 @@ def ranked_claim(
     holder_kind: str,
     session_id: str | None,
     bypass_assignee: bool,
+    part: str = EITHER,
 ) -> tuple[str, list[Any]] | None:
-    """``build_ranked_claim``, built once per claimant and claim set (a worker claims the
-    next card again and again): only the time changes from one call to the next."""
+    """``build_ranked_claim``, built once per claimant, claim set and part (a worker
+    claims the next card again and again): only the time changes from one call to the
+    next."""
     key = claim_set._replace(assignees=tuple(claim_set.assignees))
-    got = _ranked_claim(pg, key, holder, holder_kind, session_id, bypass_assignee)
+    got = _ranked_claim(pg, key, holder, holder_kind, session_id, bypass_assignee, part)
     if got is None:
         return None
     return got[0], [now if p is NOW else p for p in got[1]]
@@ -149,8 +152,11 @@ def _ranked_claim(
     holder_kind: str,
     session_id: str | None,
     bypass_assignee: bool,
+    part: str,
 ) -> tuple[str, tuple[Any, ...]] | None:
-    got = build_ranked_claim(pg, NOW, claim_set, holder, holder_kind, session_id, bypass_assignee)
+    got = build_ranked_claim(
+        pg, NOW, claim_set, holder, holder_kind, session_id, bypass_assignee, part
+    )
     return None if got is None else (got[0], tuple(got[1]))
 
 
@@ -162,19 +168,23 @@ def build_ranked_claim(
     holder_kind: str,
     session_id: str | None,
     bypass_assignee: bool,
+    part: str = EITHER,
 ) -> tuple[str, list[Any]] | None:
     """The ``claim --next`` statement: claim the first free card of ``ranked_sql``,
     returning the card (``now`` is only ever a parameter).
 
-    When the index order is the weight order, the statement walks the index
-    (``index_pick``); otherwise it ranks. On PostgreSQL the ranked ids are read once,
-    as one array in their order, and each
+    ``part`` says how it picks: ``INDEX`` walks the index, and claims nothing unless the
+    index order is the weight order (``index_pick``); ``RANK`` ranks; ``EITHER`` walks the
+    index when its order is the weight order and ranks only when not, in one statement.
+    On PostgreSQL the ranked ids are read once, as one array in their order, and each
     candidate is then one primary-key probe that skips rows locked by other writes
     (``FOR UPDATE`` cannot lock the rows of a union itself); on
     SQLite the statement runs under the write lock, so the first ranked card is free.
-    It claims nothing when ``RANK_HOLDS`` does not hold, when nothing is ready, or (on
-    PostgreSQL) when every candidate is taken or locked. None: the claim set is empty.
+    It claims nothing when nothing is ready, when (``INDEX``) the index order is not the
+    weight order, or (on PostgreSQL) when every candidate is taken or locked; ``RANK`` and
+    ``EITHER`` also when ``RANK_HOLDS`` does not hold. None: the claim set is empty.
     """
+    assert part in (INDEX, RANK, EITHER)
     first = ranked_sql(pg, now, claim_set, claim_set.pick if pg else 1)
     fast = index_pick(pg, now, claim_set, holder, bypass_assignee)
     if first is None or fast is None:
@@ -188,8 +198,10 @@ def build_ranked_claim(
         params = [*first[1], holder, 1 if bypass_assignee else 0]
     else:  # every ranked card is claimable by the caller (``ClaimSet``) and none is locked
         pick, params = first
-    # the index walk when it is the ranking (the common case); the ranking only when not
-    pick, params = f"SELECT coalesce(({fast[0]}), ({pick}))", [*fast[1], *params]
+    if part == INDEX:
+        pick, params = fast
+    elif part == EITHER:  # the index walk when it is the ranking; the ranking only when not
+        pick, params = f"SELECT coalesce(({fast[0]}), ({pick}))", [*fast[1], *params]
     return _claim_picked(pg, now, pick, params, holder, holder_kind, session_id)
 
 
@@ -203,32 +215,46 @@ def ranked_claim_with_event(
     event: tuple[Any, ...],
     payload: tuple[str, str, str],
 ) -> Row | None:
-    """``ranked_claim`` and its ``card.claimed`` event as one statement.
+    """``ranked_claim`` and its ``card.claimed`` event as one statement (on PostgreSQL
+    the index walk first, and the ranking only when it claimed nothing).
 
     ``event`` is the event's ``at, actor, actor_kind``; ``payload`` its JSON text around
     the claimed card's new epoch and its ref: ``head + epoch + middle + ref + tail``
-    (the ref as a JSON string). One round trip: the ranking, the claim and the event
-    commit together (on SQLite the statement's trigger writes the event, and the write
-    lock is held for this statement alone). None: nothing was claimed (``claim_next``
-    finds out why).
+    (the ref as a JSON string). Each statement is its own transaction: the pick, the claim
+    and the event commit together (on SQLite the statement's trigger writes the event,
+    and the write lock is held for this statement alone). The common case is one round
+    trip; on PostgreSQL a claim set whose index order is not the weight order (a review
+    card or a waited-on card is ready) takes two. None: nothing was claimed
+    (``claim_next`` finds out why).
     """
     pg = store.dialect == "postgresql"
-    got = ranked_claim(
-        pg,
-        store.clock.now_ms(),
-        claim_set,
-        holder,
-        holder_kind,
-        session_id,
-        bypass_assignee,
-    )
-    if got is None:
-        return None
-    if not pg:
+    now = store.clock.now_ms()
+    args = (claim_set, holder, holder_kind, session_id, bypass_assignee)
+    if not pg:  # one statement: SQLite compiles it once and runs only the pick it needs
+        got = ranked_claim(pg, now, *args)
+        if got is None:
+            return None
         armed = (*event, *payload)
         return _with_prev(_sqlite(store).claim_statement(got[0], got[1], armed), "todo", None)
-    sql = (
-        f"WITH c AS ({got[0]}), "
+    # PostgreSQL plans a statement again at each run unless its generic plan looks as
+    # cheap: the index walk alone is planned at about half the cost of both picks together
+    for part in (INDEX, RANK):
+        got = ranked_claim(pg, now, *args, part)
+        if got is None:
+            return None
+        rows = store.write_statement(
+            _with_event(got[0]), [*got[1], *event, *payload], types="card.claimed"
+        )
+        if rows:
+            return _with_prev(rows, "todo", None)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _with_event(claim: str) -> str:
+    """A PostgreSQL claim statement that also writes its ``card.claimed`` event."""
+    return (
+        f"WITH c AS ({claim}), "
         "e AS (INSERT INTO events (at, type, card_id, project_id, run_id, actor, actor_kind, "
         "payload) SELECT ?, 'card.claimed', c.id, c.project_id, c.run_id, ?, ?, "
         "?::text || c.claim_epoch::text || ?::text || to_json(c.ref)::text || ?::text "
@@ -236,5 +262,3 @@ def ranked_claim_with_event(
         f"SELECT {card_columns('c')}, c.deps, e.id AS event_id, e.xid AS event_xid "
         "FROM c CROSS JOIN e"
     )
-    rows = store.write_statement(sql, [*got[1], *event, *payload], types="card.claimed")
-    return _with_prev(rows, "todo", None)
