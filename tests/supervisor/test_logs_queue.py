@@ -62,6 +62,26 @@ def test_writers_follow_a_rotation_made_by_another_writer(tmp_path: Path) -> Non
     assert all(LINE.match(ln) for ln in lines)
 
 
+def test_writers_lock_the_lock_file_at_its_path_even_after_it_was_removed(
+    tmp_path: Path,
+) -> None:
+    """The lock file stays open too; removed by hand while a writer runs, a writer started
+    afterwards makes a new one, and the older writer must lock that same file again (not
+    the removed one), or the two would no longer write and rotate one at a time."""
+    path = tmp_path / "supervisor.log"
+    lock = Path(f"{path}.lock")
+    older = LogFile(str(path))
+    older.info("tick", "first")
+    lock.unlink()
+    newer = LogFile(str(path))
+    newer.info("tick", "second")
+    older.info("tick", "third")
+    for writer in (older, newer):
+        held = os.fstat(writer._fds[0])
+        assert (held.st_ino, held.st_dev) == (lock.stat().st_ino, lock.stat().st_dev)
+    assert [m for m in re.findall(r"msg=(\S+)", path.read_text())] == ["first", "second", "third"]
+
+
 def test_a_log_truncated_in_place_is_written_from_its_new_end(tmp_path: Path) -> None:
     """logrotate's ``copytruncate``: the open file is emptied; the next line starts it."""
     path = tmp_path / "supervisor.log"

@@ -55,8 +55,8 @@ class LogFile:
     """One log file, appended to by any number of threads and processes.
 
     The lock file and the log stay open between lines (one ``flock`` and one ``write``
-    per line); a file another process rotated away is noticed by its inode under the
-    lock and opened again, and a forked child opens its own.
+    per line); a log another process rotated away, or a lock file removed by hand, is
+    noticed by its inode and opened again, and a forked child opens its own.
     """
 
     def __init__(self, path: str, max_bytes: int = 10 * 1024 * 1024, keep: int = 5) -> None:
@@ -75,14 +75,29 @@ class LogFile:
         with self._lock:
             if self._pid != os.getpid():  # first line, or a forked child: its own files
                 _close_all(self._fds)
-                self._fds.append(os.open(self.path + ".lock", os.O_CREAT | os.O_RDWR, 0o600))
+                self._fds.append(_open_lock(self.path))
                 self._fds.append(_open_log(self.path))
                 self._pid = os.getpid()
-            fcntl.flock(self._fds[0], fcntl.LOCK_EX)
+            self._lock_file()
             try:
                 yield
             finally:
                 fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+
+    def _lock_file(self) -> None:
+        """Lock the file at the lock path: one removed by hand meanwhile (another writer
+        may have made a new one) is let go and the new one opened and locked instead."""
+        while True:
+            fcntl.flock(self._fds[0], fcntl.LOCK_EX)
+            try:
+                st = os.stat(self.path + ".lock")
+            except FileNotFoundError:
+                st = None
+            mine = os.fstat(self._fds[0])
+            if st is not None and (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev):
+                return
+            os.close(self._fds[0])  # closing lets the lock of the removed file go
+            self._fds[0] = _open_lock(self.path)
 
     def _current(self) -> int:
         """The log's size, with the open file made the one at ``path`` (rotated away by
@@ -149,6 +164,10 @@ PROCESSES = ("supervisor", "server")
 def process_log(state_dir: str, process: str) -> str:
     """The log file of one process kind (``supervisor`` or ``server``)."""
     return os.path.join(state_dir, f"{process}.log")
+
+
+def _open_lock(path: str) -> int:
+    return os.open(path + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
 
 
 def _open_log(path: str) -> int:
