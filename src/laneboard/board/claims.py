@@ -206,7 +206,8 @@ class ClaimsMixin(BoardBase):
         """The common case of ``claim_next``: one statement ranks the ready cards from
         the ``claim_rank`` index and claims the first free one, and writes the event:
         one statement in autocommit on both backends (on SQLite the write lock is held
-        for that statement alone).
+        for that statement alone; on PostgreSQL a second one ranks when the index walk
+        claimed nothing, ``ranked_claim_with_event``).
 
         None when it claimed nothing: a waited-on card (fan-out is weighed in Python), a
         card stamped after this clock, every candidate taken or locked, or nothing ready;
