@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from laneboard.board.service import Board
 from laneboard.domain.model import human
 from laneboard.store import Store
@@ -80,6 +82,36 @@ def test_writers_lock_the_lock_file_at_its_path_even_after_it_was_removed(
         held = os.fstat(writer._fds[0])
         assert (held.st_ino, held.st_dev) == (lock.stat().st_ino, lock.stat().st_dev)
     assert [m for m in re.findall(r"msg=(\S+)", path.read_text())] == ["first", "second", "third"]
+
+
+def test_a_line_that_fails_under_the_lock_lets_the_lock_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer whose check of the lock file fails (the state directory unreadable) raises,
+    and the lock it took is free again: other writers are not held by a line never written."""
+    import fcntl
+
+    path = tmp_path / "supervisor.log"
+    log = LogFile(str(path))
+    log.info("tick", "first")
+    real = os.stat
+
+    def denied(name: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(name).endswith(".lock"):
+            raise PermissionError(13, "denied", str(name))
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", denied)
+    with pytest.raises(PermissionError):
+        log.info("tick", "never written")
+    monkeypatch.setattr(os, "stat", real)
+    other = os.open(f"{path}.lock", os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the lock were kept
+    finally:
+        os.close(other)
+    log.info("tick", "second")
+    assert "never written" not in path.read_text() and "msg=second" in path.read_text()
 
 
 def test_a_log_truncated_in_place_is_written_from_its_new_end(tmp_path: Path) -> None:

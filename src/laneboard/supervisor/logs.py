@@ -90,11 +90,11 @@ class LogFile:
         while True:
             fcntl.flock(self._fds[0], fcntl.LOCK_EX)
             try:
-                st = os.stat(self.path + ".lock")
-            except FileNotFoundError:
-                st = None
-            mine = os.fstat(self._fds[0])
-            if st is not None and (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev):
+                here = _is_open_file(self.path + ".lock", self._fds[0])
+            except BaseException:  # the lock is not kept by a write that never happens
+                fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+                raise
+            if here is not None:
                 return
             os.close(self._fds[0])  # closing lets the lock of the removed file go
             self._fds[0] = _open_lock(self.path)
@@ -102,17 +102,12 @@ class LogFile:
     def _current(self) -> int:
         """The log's size, with the open file made the one at ``path`` (rotated away by
         another process, or removed: opened again)."""
-        fd = self._fds[1]
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            st = None
-        mine = os.fstat(fd)
-        if st is None or (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
-            os.close(fd)
+        here = _is_open_file(self.path, self._fds[1])
+        if here is None:
+            os.close(self._fds[1])
             self._fds[1] = _open_log(self.path)
-            return 0 if st is None else os.fstat(self._fds[1]).st_size
-        return st.st_size
+            return os.fstat(self._fds[1]).st_size
+        return here.st_size
 
     def _rotate(self) -> None:
         for i in range(self.keep - 1, 0, -1):
@@ -164,6 +159,17 @@ PROCESSES = ("supervisor", "server")
 def process_log(state_dir: str, process: str) -> str:
     """The log file of one process kind (``supervisor`` or ``server``)."""
     return os.path.join(state_dir, f"{process}.log")
+
+
+def _is_open_file(path: str, fd: int) -> os.stat_result | None:
+    """``path``'s status when it is the file open as ``fd``; None when the name is gone or
+    names another file now."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    mine = os.fstat(fd)
+    return st if (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev) else None
 
 
 def _open_lock(path: str) -> int:
