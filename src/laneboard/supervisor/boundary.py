@@ -1,8 +1,9 @@
 """Defence in depth around every turn, and loud failure when a role cannot run.
 
 Before a turn the pool takes a ``fingerprint`` of the user's checkout — HEAD, every ref
-outside laneboard's ``lane/`` namespace, the index, ``git status``, the repository's config
-and hooks — and after the turn takes it again. Any difference that laneboard's own
+outside laneboard's ``lane/`` namespace, the index's entries (not its stat cache, which git
+rewrites at will), ``git status``, the repository's config and hooks — and after the turn
+takes it again; looking never writes the checkout's index. Any difference that laneboard's own
 landings do not explain (the checked-out branch moving only through merge commits recorded
 by ``lane.landed`` events during the turn) is a boundary violation: the card is held with
 ``BOUNDARY_VIOLATION``, an alert is raised (the notifier sends it to ``--notify``), the
@@ -84,6 +85,15 @@ def _digest_tree(root: str) -> str:
     return h.hexdigest()
 
 
+def _index_entries(repo: str) -> str:
+    """A digest of the index's entries — each path's mode, object, stage and tag (the
+    tag shows an entry hidden from status, ``assume-unchanged`` or ``skip-worktree``) —
+    not of the file's bytes: git rewrites those whenever it refreshes its stat cache, the
+    same entries in other bytes."""
+    got = g.git(repo, "--no-optional-locks", "ls-files", "--stage", "-v", "-z")
+    return hashlib.sha256(got.out.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def fingerprint(repo: str) -> Fingerprint:
     """The state of the user's checkout that no agent may change."""
     from laneboard.workspace.remote import is_clone
@@ -112,7 +122,7 @@ def fingerprint(repo: str) -> Fingerprint:
         head=head,
         branch=g.current_branch(repo),
         refs=kept,
-        index=_digest_file(os.path.join(gitdir, "index")),
+        index=_index_entries(repo),
         status=tuple(g.status_lines(repo)),
         config=_digest_file(os.path.join(gitdir, "config")),
         hooks=_digest_tree(os.path.join(gitdir, "hooks")),

@@ -159,8 +159,10 @@ def is_ancestor(repo: str, ref: str, of: str) -> bool:
 
 
 def status_lines(path: str, *, untracked: bool = True) -> list[str]:
+    """``git status --porcelain`` lines. Looking never writes: a plain ``git status``
+    writes back an index whose stat data it refreshed (``--no-optional-locks``)."""
     mode = "--untracked-files=normal" if untracked else "--untracked-files=no"
-    out = git(path, "status", "--porcelain", mode).out
+    out = git(path, "--no-optional-locks", "status", "--porcelain", mode).out
     return [line for line in out.splitlines() if line.strip()]
 
 
