@@ -273,3 +273,30 @@ def test_a_lane_half_made_by_a_killed_process_is_made_again(store: Store, repo: 
     assert git(target, "rev-parse", "HEAD") == git(repo, "rev-parse", "main")
     assert not leftover.exists()
     assert not list((repo / ".worktrees").glob("P-1.making-*"))
+
+
+def test_a_lane_made_but_not_recorded_by_a_killed_process_is_reused(
+    store: Store, repo: Path
+) -> None:
+    """A process killed after making a lane and before recording it left a whole lane whose
+    branch exists only in the lane (it reaches the user's repository with a delivery):
+    the next admission reuses and records it, with its fork point from the checkout,
+    instead of failing at every try until the card is held."""
+    from laneboard.workspace.lanes import make_lane
+
+    board = gated(store)
+    project(board, repo)
+    card = board.create_card(ME, "P", "killed before the record")
+    base = git(repo, "rev-parse", "main")
+    slot = repo / ".worktrees" / "P-1"
+    slot.parent.mkdir(exist_ok=True)
+    make_lane(str(repo), str(slot), "lane/P-1", base)  # made, never recorded
+    commit_file(slot, "work.txt", "work\n", "lane work")  # and the turn began working in it
+    target = LaneAdmitter(board).admit(card, board.project("P"))
+    assert target == str(slot.resolve())
+    assert (slot / "work.txt").read_text() == "work\n"  # nothing lost
+    with store.read() as tx:
+        lane = lane_for(tx, card.id, 1)
+    assert lane is not None
+    assert (lane.branch, lane.base, lane.base_commit) == ("lane/P-1", "main", base)
+    assert [e["how"] for e in lane_events(store)] == ["reused"]

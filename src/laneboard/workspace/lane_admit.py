@@ -287,8 +287,7 @@ class LaneAdmitter:
                 base, base_commit = old.base, old.base_commit
             else:  # an unrecorded branch: its fork point from the current branch
                 base = g.current_branch(repo) or "HEAD"
-                mb = g.git(repo, "merge-base", base, f"refs/heads/{branch}", check=False)
-                base_commit = mb.out.strip() if mb.ok else g.commit_of(repo, branch)
+                base_commit = _fork_point(repo, slot, base)
         path = os.path.realpath(slot)
         me = self.machine
         if not rm.is_clone(repo):
@@ -319,3 +318,15 @@ class LaneAdmitter:
         ):
             tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
                             mine.base_commit, mine.machine)  # fmt: skip
+
+
+def _fork_point(repo: str, slot: str, base: str) -> str:
+    """Where the lane at ``slot`` left ``base`` of the user's repository, for a lane with no
+    record (a process killed between making and recording it, or a branch left by hand).
+
+    Asked in the lane: it reads the repository's objects (``make_lane``) and holds its own
+    commits, which reach the repository's branches only with a delivery. Without a common
+    commit, the lane's own head."""
+    tip = g.commit_of(slot, "HEAD")
+    mb = g.git(slot, "merge-base", tip, g.commit_of(repo, base), check=False)
+    return mb.out.strip() if mb.ok and mb.out.strip() else tip
