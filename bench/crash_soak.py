@@ -18,7 +18,8 @@ broken in any round:
 and, as a timing (printed, never a failure: a loaded machine is slower), whether after
 each restart the board moved again within two tick intervals (unless it had settled).
 
-It also prints each round's time to settle, and over all rounds the median
+It also prints each round's time to settle, each hold's own words (what failed), and
+over all rounds the median
 restart-to-movement latency against the tick interval (a ratio; a benchmark never fails
 on time).
 
@@ -159,7 +160,7 @@ def settled(store: Store, refs: list[str]) -> bool:
 def outcomes(board: Board, refs: list[str]) -> dict[str, list[str]]:
     """Each card: done, waiting for a person (and why), or not settled."""
     cards = {c.id: c for c in board.list_cards(limit=1000)}
-    out: dict[str, list[str]] = {"done": [], "waiting": [], "unsettled": []}
+    out: dict[str, list[str]] = {"done": [], "waiting": [], "unsettled": [], "held": []}
     why: dict[int, str] = {}
     for c in sorted(cards.values(), key=lambda c: c.id):  # dependencies were made first
         if c.status.value in ("done", "canceled"):
@@ -174,7 +175,17 @@ def outcomes(board: Board, refs: list[str]) -> dict[str, list[str]]:
         else:
             why[c.id] = reason
             out["waiting"].append(f"{c.ref} ({reason})")
+            if c.meta.get("hold_comment") is not None:
+                out["held"].append(f"{c.ref}: {hold_words(board, c.ref, c.meta['hold_comment'])}")
     return out
+
+
+def hold_words(board: Board, ref: str, comment_id: Any) -> str:
+    """The question a hold asked (its comment): what failed, in the hold's own words."""
+    for c in board.card_detail(ref)["comments"]:
+        if c.get("id") == comment_id:
+            return " ".join(str(c.get("body", "")).split())[:400]
+    return "(its comment is gone)"
 
 
 def waits_for_person(status: str, meta: dict[str, Any]) -> str | None:
@@ -319,6 +330,8 @@ def print_round(n: int, r: dict[str, Any]) -> bool:
           f"{r['restarts']} restarts, settled in {r['settle_s']} s")  # fmt: skip
     print(f"  cards: {len(o['done'])} done, {len(o['waiting'])} waiting for a person: "
           + ", ".join(o["waiting"]))  # fmt: skip
+    for line in o["held"]:  # why each hold was placed: a crash's leftovers show here
+        print(f"    {line}")
     moves = [round(m, 2) for m in r["moved_after_restart"] if m is not None]
     print(f"  start, then each restart -> board moves (s): {moves}")
     checks = invariants(r)
