@@ -18,10 +18,9 @@ broken in any round:
 and, as a timing (printed, never a failure: a loaded machine is slower), whether after
 each restart the board moved again within two tick intervals (unless it had settled).
 
-It also prints each round's time to settle, each hold's own words (what failed), and
-over all rounds the median
-restart-to-movement latency against the tick interval (a ratio; a benchmark never fails
-on time).
+It also prints each round's time to settle, each hold's own words (what failed), and over
+all rounds the median restart-to-movement latency against the tick interval (a ratio; a
+benchmark never fails on time).
 
     python bench/crash_soak.py [--quick] [--seed N] [--kills N] [--keep DIR]
 """
