@@ -72,3 +72,28 @@ def test_a_staged_change_or_a_hidden_entry_is_still_a_violation(tmp_path: Path) 
     assert boundary.differences(before, boundary.fingerprint(str(repo))) == []
     _git(repo, "update-index", "--assume-unchanged", "f.txt")  # hides later edits from status
     assert boundary.differences(before, boundary.fingerprint(str(repo))) == ["index"]
+
+
+def test_a_path_that_is_not_utf8_is_read_too(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    name = os.path.join(os.fsencode(repo), b"caf\xe9.txt")
+    with open(name, "wb") as fh:
+        fh.write(b"x\n")
+    _git(repo, "-c", "core.quotePath=false", "add", "-A")
+    _git(repo, "commit", "-q", "-m", "latin-1 name")
+    before = boundary.fingerprint(str(repo))
+    assert boundary.differences(before, boundary.fingerprint(str(repo))) == []
+    with open(name, "wb") as fh:
+        fh.write(b"y\n")
+    _git(repo, "add", "-A")
+    assert "index" in boundary.differences(before, boundary.fingerprint(str(repo)))
+
+
+def test_status_reads_any_name_whatever_the_users_quoting(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _git(repo, "config", "core.quotePath", "false")  # the user's own setting
+    with open(os.path.join(os.fsencode(repo), b"caf\xe9.txt"), "wb") as fh:
+        fh.write(b"x\n")
+    assert g.status_lines(str(repo)) == ['?? "caf\\351.txt"']
+    before = boundary.fingerprint(str(repo))
+    assert boundary.differences(before, boundary.fingerprint(str(repo))) == []

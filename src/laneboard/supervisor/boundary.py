@@ -89,9 +89,11 @@ def _index_entries(repo: str) -> str:
     """A digest of the index's entries — each path's mode, object, stage and tag (the
     tag shows an entry hidden from status, ``assume-unchanged`` or ``skip-worktree``) —
     not of the file's bytes: git rewrites those whenever it refreshes its stat cache, the
-    same entries in other bytes."""
-    got = g.git(repo, "--no-optional-locks", "ls-files", "--stage", "-v", "-z")
-    return hashlib.sha256(got.out.encode("utf-8", "surrogateescape")).hexdigest()
+    same entries in other bytes. Paths are quoted (``core.quotePath``): any name reads as
+    ASCII text, whatever its bytes."""
+    got = g.git(repo, "-c", "core.quotePath=true", "--no-optional-locks", "ls-files",
+                "--stage", "-v")  # fmt: skip
+    return hashlib.sha256(got.out.encode()).hexdigest()
 
 
 def fingerprint(repo: str) -> Fingerprint:

@@ -160,9 +160,11 @@ def is_ancestor(repo: str, ref: str, of: str) -> bool:
 
 def status_lines(path: str, *, untracked: bool = True) -> list[str]:
     """``git status --porcelain`` lines. Looking never writes: a plain ``git status``
-    writes back an index whose stat data it refreshed (``--no-optional-locks``)."""
+    writes back an index whose stat data it refreshed (``--no-optional-locks``). Paths are
+    quoted whatever the repository's ``core.quotePath``: any name reads as ASCII text."""
     mode = "--untracked-files=normal" if untracked else "--untracked-files=no"
-    out = git(path, "--no-optional-locks", "status", "--porcelain", mode).out
+    out = git(path, "-c", "core.quotePath=true", "--no-optional-locks", "status",
+              "--porcelain", mode).out  # fmt: skip
     return [line for line in out.splitlines() if line.strip()]
 
 
