@@ -21,6 +21,7 @@ from laneboard.board.service import Board
 from laneboard.errors import CODES, LaneboardError
 from laneboard.store import Store
 from laneboard.workspace import remote as rm
+from laneboard.workspace.lane_admit import LaneAdmitter
 
 
 def refused(code: str, fn: object, *args: object, **kw: object) -> LaneboardError:
@@ -60,6 +61,50 @@ def test_the_probe_names_what_is_wrong(tmp_path: Path) -> None:
     nothing = rm.check_remote(str(empty))
     assert nothing is not None and nothing.code == "WORKSPACE_BASE_UNRESOLVED"
     assert "no branch" in nothing.message
+
+
+def headless_remote(tmp_path: Path) -> Path:
+    """A bare remote whose default branch (its HEAD) names a branch it does not have:
+    ``git init --bare`` points HEAD at ``master`` and only ``main`` was pushed."""
+    bare, _ = bare_remote(tmp_path)
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/master")
+    return bare
+
+
+def test_the_probe_refuses_a_remote_whose_default_branch_is_missing(tmp_path: Path) -> None:
+    bare = headless_remote(tmp_path)
+    got = rm.check_remote(str(bare))
+    assert got is not None and got.code == "WORKSPACE_BASE_UNRESOLVED"
+    assert "default branch" in got.message and str(bare) in got.message
+    assert "--base-ref main" in got.fix  # the branch it has, named in the fix
+    assert rm.check_remote(str(bare), "main") is None  # a named base needs no default
+
+
+def test_add_refuses_a_remote_whose_default_branch_is_missing(store: Store, tmp_path: Path) -> None:
+    bare = headless_remote(tmp_path)
+    a, clones = machine(store, tmp_path, "a")
+    before = events(a)
+    refused("WORKSPACE_BASE_UNRESOLVED", a.add_project, ME, "P", remote=str(bare))
+    assert a.projects() == [] and events(a) == before
+    a.add_project(ME, "P", base_ref="main", remote=str(bare))
+    _, lane = claimed_on(a, clones)  # lanes start from the named base
+    assert git(Path(lane), "rev-parse", "--abbrev-ref", "HEAD").startswith("lane/")
+
+
+def test_admission_names_the_fix_when_the_default_branch_goes_missing(
+    store: Store, tmp_path: Path
+) -> None:
+    bare, _ = bare_remote(tmp_path)
+    a, clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))  # its default branch was main then
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/master")  # and is a missing branch now
+    card = a.create_card(ME, "P", "do the thing")
+    with pytest.raises(Exception) as err:
+        LaneAdmitter(a, clones=clones, fetch_within_s=0).admit(card, a.project("P"))
+    said = str(err.value)
+    assert "default branch" in said, said
+    assert "git symbolic-ref HEAD refs/heads/main" in said, said  # how to set it there
+    assert "lb project config P --set base_ref=main" in said, said  # or name it here
 
 
 def test_a_remote_that_does_not_answer_is_given_up_after_the_bound() -> None:

@@ -149,6 +149,40 @@ def test_admission_failures_back_off_then_hold(sqlite_store_url: str, tmp_path: 
     store.close()
 
 
+def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_path: Path) -> None:
+    """The next tick is due when the first backoff ends, not at the fallback tick (600 s):
+    an idle board has no other news to wake the loop for the retry."""
+    from laneboard.supervisor.poll import backoff_ms
+
+    clock = RealNowClock()
+    store = open_store(store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "G", path=str(tmp_path / "missing"))
+    ref = board.create_card(human(), "G", "nowhere to run").ref
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    ticker = loop.Ticker(rt)
+    for _ in range(3):  # two at once, then the third failure starts the backoff
+        assert ticker.tick(force=True).state == "ran"
+    with store.read() as tx:
+        row = records.deferral(tx, board.get(ref).id)
+    assert row is not None and int(row["failures"]) == 3
+    next_at = int(row["next_at"])
+    assert next_at - clock.now_ms() > backoff_ms(3) - 5_000
+    assert ticker.next_due_ms <= next_at + 1_000  # due when the backoff ends
+    ticker.tick()  # the third failure's own events are news once: the card is skipped
+    assert ticker.tick().state == "idle"  # and then nothing changed: no tick before it is due
+    assert ticker.next_due_ms <= next_at + 1_000
+    clock.advance(seconds=(next_at - clock.now_ms()) / 1000 + 1)
+    assert ticker.tick().state == "ran"  # due: the retry runs without any news
+    with store.read() as tx:
+        row = records.deferral(tx, board.get(ref).id)
+    assert row is not None and int(row["failures"]) == 4
+    assert ticker.next_due_ms <= int(row["next_at"]) + 1_000
+    store.close()
+
+
 def test_dry_run_plans_and_changes_nothing(sqlite_store_url: str, tmp_path: Path) -> None:
     clock = RealNowClock()
     store, board, _ = _setup(sqlite_store_url, tmp_path, clock)

@@ -46,6 +46,7 @@ DRAIN_POLL_S = 1.0  # the queue is read between ticks and turn ends this often a
 RUNS_READ_S = 0.25  # the runs the supervisor drives are read this often at most
 RUNS_IDLE_S = 5.0  # while it drives none: on a run's news, else this often
 PATROL_EVENT_S = 60.0  # patrol (time-based) on an event tick: at most this often
+RETRY_FLOOR_MS = 1_000  # a backed-off card is retried by a tick this long after one at least
 
 # Event types no pass acts on: the turn path's own records, claims and their credentials.
 # They wake the loop (one read) but no tick; a turn's end frees its slot through FREED.
@@ -181,6 +182,17 @@ def _queued(poll_result: Any) -> bool:
     if not isinstance(poll_result, dict) or "claimed" not in poll_result:
         return True
     return bool(poll_result["claimed"])
+
+
+def _next_due(now: int, interval_s: float, poll_result: Any) -> int:
+    """When the next tick is due: after the fallback interval, or sooner when the poll
+    passed over a card for a backoff that ends before it (not sooner than
+    ``RETRY_FLOOR_MS``: a retry due at once waits for the next news or this floor)."""
+    due = now + int(interval_s * 1000)
+    retry = poll_result.get("retry_at") if isinstance(poll_result, dict) else None
+    if isinstance(retry, int):
+        due = min(due, max(retry, now + RETRY_FLOOR_MS))
+    return due
 
 
 def _waits_on_rows(poll_result: Any) -> bool:
@@ -320,7 +332,7 @@ class Ticker:
         if "poll" in results:  # a tick that did not poll leaves the last poll's word
             self.waits_on_rows = _waits_on_rows(results["poll"])
         self.queued = _queued(results.get("poll"))
-        self.next_due_ms = rt.now() + rt.config.time.tick_interval * 1000
+        self.next_due_ms = _next_due(rt.now(), rt.config.time.tick_interval, results.get("poll"))
         return TickResult("ran", "", results, (time.perf_counter() - started) * 1000)
 
     def let_go(self) -> None:

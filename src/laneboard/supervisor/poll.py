@@ -53,6 +53,12 @@ class PollResult:
     # open): the row's closing, which logs no event, is news for the next tick
     waits_on_rows: bool = False
     lost: int = 0  # claims another machine's poll made first
+    # when the first card passed over for a backoff may be tried again (epoch ms): the
+    # next tick is due then (no news would wake the loop for it)
+    retry_at: int | None = None
+
+    def retry_from(self, at: int) -> None:
+        self.retry_at = at if self.retry_at is None else min(self.retry_at, at)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +69,7 @@ class PollResult:
             "held": self.held,
             "plan": self.plan,
             "waits_on_rows": self.waits_on_rows,
+            "retry_at": self.retry_at,
         }
 
     @property
@@ -157,9 +164,11 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             continue  # a handoff for it is already queued or running
         if deferred.get(card.id, 0) > now:
             res.deferred.append({"card": card.ref, "reason": "backoff", "counted": False})
+            res.retry_from(deferred[card.id])
             continue
-        if dispatch_backoff_ms(card, now) > 0:  # its agent could not be started: not yet
+        if (wait := dispatch_backoff_ms(card, now)) > 0:  # its agent could not be started
             res.deferred.append({"card": card.ref, "reason": "dispatch backoff", "counted": False})
+            res.retry_from(now + wait)
             continue
         if card.project_id not in caps:  # a project's settings are resolved once a pass
             caps[card.project_id] = project_cap(cfg, projects.get(card.project_id))
@@ -403,7 +412,9 @@ def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: P
         prev = records.deferral(tx, card_id)
         failures = (int(prev["failures"]) if prev else 0) + 1
         entry["failures"] = failures
-        records.record_deferral(tx, card_id, failures, tx.now() + backoff_ms(failures), error)
+        next_at = tx.now() + backoff_ms(failures)
+        records.record_deferral(tx, card_id, failures, next_at, error)
+        res.retry_from(next_at)
         card = tx.card(card_id)
         tx.append_event(
             "dispatch.deferred",

@@ -103,7 +103,7 @@ def _land_remote(
 
     declared = settings(store, project.id, rm.clone_dir(clones, project)).get("base_ref")
     clone = rm.ensure_clone(clones, project, str(declared) if declared else None)
-    base = rm.base_branch(clone, str(declared) if declared else None)
+    base = rm.base_branch(clone, str(declared) if declared else None, project.key)
     res.target_branch = base
     here = (
         os.path.realpath(lane.repo) == os.path.realpath(clone)

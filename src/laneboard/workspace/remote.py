@@ -138,10 +138,9 @@ def check_remote(
         return RemoteProblem(
             "REMOTE_UNREACHABLE", f"cannot reach the remote {url}: {_says(got)}", _REACH_FIX
         )
+    lines = [line.partition("\t") for line in got.out.splitlines()]
     heads = [
-        ref.removeprefix("refs/heads/")
-        for _, _, ref in (line.partition("\t") for line in got.out.splitlines())
-        if ref.startswith("refs/heads/")
+        ref.removeprefix("refs/heads/") for _, _, ref in lines if ref.startswith("refs/heads/")
     ]
     if not heads:
         return RemoteProblem(
@@ -150,13 +149,33 @@ def check_remote(
             f"push a base branch to it first (git push {url} main), then name it again",
         )
     if base_ref and branch_name(base_ref) not in heads:
-        shown = ", ".join(sorted(heads)[:10]) + (" …" if len(heads) > 10 else "")
+        shown = _listed(heads)
         return RemoteProblem(
             "WORKSPACE_BASE_UNRESOLVED",
             f"the remote {url} has no branch {branch_name(base_ref)} (the project's base_ref)",
             f"push that branch to the remote, or name one it has as the base: {shown}",
         )
+    resolved = any(ref == "HEAD" and not oid.startswith("ref: ") for oid, _, ref in lines)
+    if not base_ref and not resolved:  # lanes would start from the remote's default branch
+        return RemoteProblem(
+            "WORKSPACE_BASE_UNRESOLVED",
+            f"the remote {url} has no default branch: its HEAD names no branch it has",
+            f"name the base branch: --base-ref {_likely(heads)} (the remote has "
+            f"{_listed(heads)}), or point the remote's HEAD at one",
+        )
     return None
+
+
+def _likely(heads: list[str]) -> str:
+    """The branch a person most likely means as the base, of ``heads``."""
+    for name in ("main", "master", "trunk", "develop"):
+        if name in heads:
+            return name
+    return sorted(heads)[0]
+
+
+def _listed(heads: list[str]) -> str:
+    return ", ".join(sorted(heads)[:10]) + (" …" if len(heads) > 10 else "")
 
 
 def _says(res: g.GitResult) -> str:
@@ -224,7 +243,7 @@ def ensure_clone(
             if url != project.remote:
                 g.git(path, "remote", "set-url", ORIGIN, project.remote)
             fetch(path)
-        _follow_base(path, base_branch(path, declared))
+        _follow_base(path, base_branch(path, declared, project.key))
     return path
 
 
@@ -258,9 +277,10 @@ def fetch(clone: str) -> None:
         _fetched[os.path.realpath(clone)] = time.monotonic()
 
 
-def base_branch(clone: str, declared: str | None) -> str:
+def base_branch(clone: str, declared: str | None, key: str = "KEY") -> str:
     """The remote's branch lanes start from and land on: the project's ``base_ref`` (a
-    branch of the remote), else the remote's default branch."""
+    branch of the remote), else the remote's default branch (``key``: the project's, to
+    name in the fix when there is none)."""
     if declared:
         name = branch_name(declared)
         if not g.resolves(clone, tracking(name)):
@@ -275,7 +295,20 @@ def base_branch(clone: str, declared: str | None) -> str:
     current = g.current_branch(clone)
     if current and g.resolves(clone, tracking(current)):
         return current
-    raise g.GitError(f"cannot tell the default branch of the remote of {clone}")
+    heads = [
+        ref.removeprefix(f"refs/remotes/{ORIGIN}/")
+        for ref in g.git(
+            clone, "for-each-ref", "--format=%(refname)", f"refs/remotes/{ORIGIN}/"
+        ).out.split()
+        if ref != f"refs/remotes/{ORIGIN}/HEAD"
+    ]
+    likely = _likely(heads) if heads else "main"
+    raise g.GitError(
+        "its default branch (its HEAD) is not a branch it has"
+        + (f" (it has {_listed(heads)})" if heads else "")
+        + f": point it at one (in the bare repository: git symbolic-ref HEAD refs/heads/{likely})"
+        + f" or name the base (lb project config {key} --set base_ref={likely})"
+    )
 
 
 def _follow_base(clone: str, branch: str) -> None:
