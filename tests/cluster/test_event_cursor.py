@@ -294,12 +294,42 @@ def test_plain_ids_and_text_cursors_resume_alike(stores: Callable[[], Store]) ->
             board.events_after(bad)
         assert err.value.code == "BAD_INPUT"
     missing = events[-1].id + 1000
+    with pytest.raises(LaneboardError) as err:
+        board.events_after(missing)
+    assert err.value.code == "BAD_INPUT"
+    said = "names no event" if store.dialect == "postgresql" else "ahead of this board's log"
+    assert said in err.value.message
+
+
+def test_a_cursor_ahead_of_the_log_is_refused_not_followed(stores: Callable[[], Store]) -> None:
+    """A cursor from another board (or a restored database) that lies past this log's end
+    would make a follower skip every event until the log caught up with it: refused with
+    BAD_INPUT naming the end, on every reader that takes a client's cursor."""
+    store = stores()
+    board = Board(store)
+    board.add_project(human("alice"), "P")
+    _until(lambda: len(board.events_after(0)[0]) == 1, "one settled event")
+    head = board.event_head()
+    at = parse_cursor(head)
     if store.dialect == "postgresql":
-        with pytest.raises(LaneboardError) as err:
-            board.events_after(missing)
-        assert err.value.code == "BAD_INPUT" and "names no event" in err.value.message
+        assert isinstance(at, EventCursor)
+        ahead: object = EventCursor(at.xid + 1000, 5)
     else:
-        assert board.events_after(missing)[0] == []
+        assert isinstance(at, int)
+        ahead = at + 1000
+    for cursor in (str(ahead), ahead):
+        assert isinstance(cursor, (str, int, EventCursor))
+        with pytest.raises(LaneboardError) as err:
+            board.events_after(cursor)
+        assert err.value.code == "BAD_INPUT", err.value.line()
+        assert "ahead of this board's log" in err.value.message
+        assert head in err.value.message and "lb events tail" in err.value.fix
+    from laneboard.server.feed import Feed
+
+    with pytest.raises(LaneboardError) as err:  # an SSE client's Last-Event-ID
+        Feed(store).resolve(str(ahead))
+    assert err.value.code == "BAD_INPUT"
+    assert board.events_after(head)[0] == []  # the end itself is a cursor like any other
 
 
 def test_new_events_record_their_transaction(stores: Callable[[], Store]) -> None:

@@ -134,6 +134,13 @@ def test_events_stream_resumes_and_filters(client: TestClient, store: Store) -> 
         404,
         "NOT_FOUND",
     )
+    head = board.event_head()  # a Last-Event-ID from another board, past this log's end
+    ahead = str(int(head) + 1000) if "." not in head else f"{int(head.split('.')[0]) + 1000}.1"
+    refused = client.get(
+        BASE + "/events", headers={"Accept": "text/event-stream", "Last-Event-ID": ahead}
+    )
+    expect(refused, 422, "BAD_INPUT")
+    assert "ahead of this board's log" in refused.text
 
 
 def test_metrics_parse_and_count(client: TestClient, store: Store) -> None:

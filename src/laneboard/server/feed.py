@@ -161,7 +161,9 @@ class Feed:
     def resolve(self, cursor: str | int | EventCursor) -> EventCursor:
         """A client's cursor (an event id or a cursor's text) as a position."""
         with self.store.autocommit() as tx:
-            return tx.resolve_cursor(parse_cursor(cursor))
+            at = tx.resolve_cursor(parse_cursor(cursor))
+            tx.refuse_ahead(at)
+            return at
 
     def head_now(self) -> EventCursor:
         with self.store.autocommit() as tx:

@@ -197,9 +197,28 @@ class EventQueries(Queries):
             )
             got = self.all(sql, [at.id, *params, limit])
         found = [rows.event(r) for r in got if r["id"] is not None]
+        end = self._settled(got[0]["mark"])
+        if not found:
+            self.refuse_ahead(at, end)
         if len(found) >= limit:
             return found, EventCursor(found[-1].xid, found[-1].id)
-        return found, max(at, self._settled(got[0]["mark"]))
+        return found, max(at, end)
+
+    def refuse_ahead(self, at: EventCursor, end: EventCursor | None = None) -> None:
+        """Refuse a cursor past the end of this log (``end``: read now when not given):
+        no read of this board returned it, and following it would skip every event until
+        the log caught up. On PostgreSQL only the transaction id tells (the end is the
+        oldest transaction still running, which never moves back); an id is taken as it is
+        within a transaction's events."""
+        end = self.event_head() if end is None else end
+        if (at.xid > end.xid) if self.pg else (at.id > end.id):
+            raise LaneboardError(
+                "BAD_INPUT",
+                f"event cursor {at} is ahead of this board's log (its end is {end}): it "
+                "comes from another board or a restored database",
+                "start again from 0, or from the end: the cursor lb events tail --json prints "
+                "(an SSE client: reconnect without Last-Event-ID)",
+            )
 
     def events_tail(
         self,
