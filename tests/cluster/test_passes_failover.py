@@ -13,6 +13,7 @@ import pytest
 from tests.supervisor.helpers import RealNowClock, config, count_calls
 
 from laneboard.board.service import Board
+from laneboard.domain.clock import FakeClock
 from laneboard.domain.model import agent, human
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
@@ -25,10 +26,17 @@ from laneboard.supervisor.status import status_report
 
 
 class Hosts:
-    """Runtimes of simulated machines on one board, each with its own store."""
+    """Runtimes of simulated machines on one board, each with its own store.
 
-    def __init__(self, url: str, tmp: Path) -> None:
-        self.url, self.tmp, self.clock = url, tmp, RealNowClock()
+    Their clock moves only when a test advances it (``FakeClock``): a failover bound is
+    board time, and the real time a loaded machine spends between two steps must not
+    count toward it. A test that runs a real supervisor, whose heartbeat thread waits
+    on real time, passes a clock that moves with real time (``RealNowClock``).
+    """
+
+    def __init__(self, url: str, tmp: Path, clock: FakeClock | RealNowClock | None = None) -> None:
+        self.url, self.tmp = url, tmp
+        self.clock = clock if clock is not None else FakeClock()
         self.stores: list[Store] = []
 
     def runtime(self, machine: str, *, register: bool = True) -> Runtime:
@@ -149,7 +157,7 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
     import threading
     from dataclasses import replace
 
-    hosts = Hosts(store_url, tmp_path)
+    hosts = Hosts(store_url, tmp_path, RealNowClock())
     try:
         a = hosts.runtime("a", register=False)
         a.config = replace(a.config, time=replace(a.config.time, pool_heartbeat=1, pool_stale=5))
