@@ -183,6 +183,41 @@ def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_
     store.close()
 
 
+def test_status_names_deferred_and_queued_cards_by_their_ref(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``lb status`` speaks of cards as people do (G-1), not by their row ids."""
+    from laneboard.supervisor.poll import poll
+    from laneboard.supervisor.reports_text import render_status
+    from laneboard.supervisor.status import status_report
+
+    clock = RealNowClock()
+    store = open_store(store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "G", path=str(tmp_path / "missing"))
+    for i in range(3):
+        board.create_card(human(), "G", f"filler {i}", status="backlog")  # ids != numbers
+    ref = board.create_card(human(), "G", "nowhere to run").ref
+    rt = Runtime(
+        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
+    )
+    poll(rt)
+    card = board.get(ref)
+    with store.write() as tx:  # a live row, as a dispatch leaves it
+        records.enqueue(
+            tx, "handoff", card.id, "worker", card.project_id, "m", str(tmp_path), 1, 0, {}
+        )
+    rep = status_report(store, clock, machine="m")
+    assert [d["card"] for d in rep["deferrals"]] == [ref]
+    assert [r["card"] for r in rep["queue"]["live"]] == [ref]
+    text = render_status(rep)
+    deferred = [line for line in text.splitlines() if "failures 1" in line]
+    assert deferred and deferred[0].strip().startswith(f"card {ref} "), text
+    row = [line for line in text.splitlines() if line.strip().startswith("row ")]
+    assert row and f" card {ref} " in row[0], text
+    store.close()
+
+
 def test_dry_run_plans_and_changes_nothing(sqlite_store_url: str, tmp_path: Path) -> None:
     clock = RealNowClock()
     store, board, _ = _setup(sqlite_store_url, tmp_path, clock)

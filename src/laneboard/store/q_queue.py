@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from laneboard.store import rows
@@ -413,3 +414,12 @@ class QueueQueries(Queries):
 
     def deferrals(self) -> list[Row]:
         return self.all("SELECT * FROM deferrals ORDER BY card_id")
+
+    def card_refs(self, ids: Iterable[int]) -> dict[int, str]:
+        """The refs of the cards ``ids`` (those that exist), by id."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        got = self.all(f"SELECT id, ref FROM cards WHERE id IN ({marks})", wanted)
+        return {int(r["id"]): str(r["ref"]) for r in got}

@@ -69,7 +69,7 @@ def render_status(report: dict[str, Any]) -> str:
     ]
     for r in report["queue"]["live"]:
         lines.append(
-            f"  row {r['id']} card {r['card_id']} {r['role']} {r['state']} "
+            f"  row {r['id']} card {r.get('card') or r['card_id']} {r['role']} {r['state']} "
             f"attempts {r['attempts']} recoveries {r['recoveries']}"
         )
     lines += lease_lines(report.get("leases") or [])
@@ -77,7 +77,8 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append("deferrals")
         for d in report["deferrals"]:
             lines.append(
-                f"  card {d['card_id']} failures {d['failures']} next {d['next_at']}: "
+                f"  card {d.get('card') or d['card_id']} failures {d['failures']} "
+                f"next {d['next_at']}: "
                 f"{d['last_error']}"
             )
     lines.extend(cluster_lines(report))

@@ -68,16 +68,21 @@ def status_report(
         passes = cluster.summary(tx)
         counts = records.queue_counts(tx)
         live_rows = [r.to_dict() for r in records.queue_rows(tx)]
+        deferred = records.deferrals(tx)
+        refs = tx.card_refs([r["card_id"] for r in live_rows] + [d["card_id"] for d in deferred])
+        for r in live_rows:
+            r["card"] = refs.get(r["card_id"])
         # a live session has a process; an idle record without one can only be resumed
         sess = [s.to_dict() for s in records.sessions(tx, records.LIVE_SESSION) if s.pid]
         defs = [
             {
                 "card_id": d["card_id"],
+                "card": refs.get(d["card_id"]),
                 "failures": d["failures"],
                 "next_at": iso(d["next_at"]),
                 "last_error": d["last_error"],
             }
-            for d in records.deferrals(tx)
+            for d in deferred
         ]
         runs = run_summary(tx)
     info: dict[str, Any] = json.loads(row["info"]) if row else {}
