@@ -96,8 +96,15 @@ class Refused(Exception):
         self.code = code
 
 
+def superseded(c: ModelCard, epoch: int | None) -> None:
+    """An agent credential of a claim the card has had since is refused, in any status."""
+    if epoch is not None and epoch < c.epoch:
+        raise Refused("STALE_CLAIM")
+
+
 def fence(c: ModelCard, name: str, epoch: int | None) -> None:
     """An agent writing an in-progress card must hold it under the current epoch."""
+    superseded(c, epoch)
     if c.status != "in_progress":
         return
     if epoch is not None and epoch != c.epoch:
@@ -178,9 +185,12 @@ class BoardMachine(RuleBasedStateMachine):
     def do_claim(self, c: ModelCard, name: str) -> None:
         now = self.clock.now_ms()
         ok = may_claim(c, name, now, self.kind(name) == "human")
-        got = self.attempt(
-            None if ok else "CLAIM_CONFLICT", self.board.claim, self.actor(c, name), c.ref
-        )
+        expected = None if ok else "CLAIM_CONFLICT"
+        try:
+            superseded(c, c.known.get(name) if self.kind(name) == "agent" else None)
+        except Refused as r:
+            expected = r.code
+        got = self.attempt(expected, self.board.claim, self.actor(c, name), c.ref)
         if got is None:
             return
         if c.status != "in_progress":
@@ -295,7 +305,13 @@ class BoardMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 1), name=st.sampled_from(["w0", "alice"]))
     def comment(self, i: int, name: str) -> None:
         c = self.cards[i]
-        self.board.comment(self.actor(c, name), c.ref, "a word")
+        try:
+            superseded(c, c.known.get(name) if self.kind(name) == "agent" else None)
+            expected = None
+        except Refused as r:
+            expected = r.code
+        if self.attempt(expected, self.board.comment, self.actor(c, name), c.ref, "a word") is None:
+            return
         self.events += 1
         if name == "alice" and c.status == "awaiting":
             c.status, c.holder, c.beat = "todo", None, None

@@ -4,7 +4,7 @@ host that stops heartbeating is fenced and its cards taken over at once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,46 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
     assert sup.pool.drain() == 0
     with a.store.read() as tx:
         assert records.queue_rows(tx, machine="a", states=("pending", "processing")) == []
+
+
+def test_the_old_hosts_agent_writes_nothing_once_its_card_moved_on(hosts: Hosts) -> None:
+    """A fenced host's agent that wakes up (the host was paused) after another host took
+    its card over and delivered it: each write with its stale credential is refused with
+    STALE_CLAIM and changes nothing: it would have replaced the delivered round's report
+    under review, commented, edited or moved the card."""
+    a = hosts.runtime("a")
+    board = a.board
+    card = board.create_card(human(), "E", "work", acceptance_mode="off")
+    assert loop.Ticker(a).tick(force=True).state == "ran"
+    held = board.get(card.ref)
+    stale = agent(held.holder or "worker", card.id, held.claim_epoch)
+    hosts.clock.advance(seconds=3 * a.config.time.pool_heartbeat + 1)
+    b = hosts.runtime("b")
+    assert [f["cards"] for f in cluster.sweep(b)] == [[card.ref]]
+    with pytest.raises(LaneboardError) as err:  # nor does it claim the fenced card back
+        board.claim(stale, card.ref)
+    assert err.value.code == "STALE_CLAIM"
+    assert loop.Ticker(b).tick(force=True).state == "ran"  # b takes it over
+    now = board.get(card.ref)
+    board.deliver(agent(now.holder or "worker", card.id, now.claim_epoch), card.ref, "b's work")
+    assert board.get(card.ref).status is Status.IN_REVIEW
+    before = [(e.id, e.type) for e in board.events(0, limit=10_000)]
+    writes: list[tuple[str, Callable[[], object]]] = [
+        ("report", lambda: board.report(stale, card.ref, "a's late report")),
+        ("comment", lambda: board.comment(stale, card.ref, "a's late comment")),
+        ("move", lambda: board.move(stale, card.ref, "blocked")),
+        ("edit", lambda: board.edit(stale, card.ref, title="a renames it")),
+        ("deliver", lambda: board.deliver(stale, card.ref, "a's late delivery")),
+        ("heartbeat", lambda: board.heartbeat(stale, card.ref)),
+    ]
+    for name, write in writes:
+        with pytest.raises(LaneboardError) as err:
+            write()
+        assert err.value.code == "STALE_CLAIM", (name, err.value.line())
+    assert [r.body for r in board.reports(card.ref)] == ["b's work"]
+    after = board.get(card.ref)
+    assert (after.status, after.title) == (Status.IN_REVIEW, "work")
+    assert [(e.id, e.type) for e in board.events(0, limit=10_000)] == before
 
 
 def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: Path) -> None:

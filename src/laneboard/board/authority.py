@@ -158,12 +158,29 @@ def require(actor: Actor, caller: Caller, what: str) -> None:
 
 
 def may_write(actor: Actor, card: CardLike) -> None:
-    """A card-scoped agent credential writes only its own card."""
+    """A card-scoped agent credential writes only its own card, and only while its claim
+    is the card's current one: once the card was claimed again (taken over from a fenced
+    host, or a later round), whatever status it is in now, the older credential's
+    writes are refused (a late agent would otherwise replace the report under review,
+    move or edit the card)."""
     if is_scoped_agent(actor) and actor.card_id != card.id:
         raise LaneboardError(
             "FORBIDDEN",
             f"this agent credential is scoped to card {actor.card_id}, not {card.ref}",
             "agents write only the card they were dispatched for",
+        )
+    epoch = getattr(card, "claim_epoch", None)
+    if (
+        actor.kind is ActorKind.AGENT
+        and actor.card_id == card.id
+        and actor.epoch is not None
+        and epoch is not None
+        and actor.epoch < epoch  # a later claim superseded it (a newer one is minted ahead)
+    ):
+        raise LaneboardError(
+            "STALE_CLAIM",
+            f"claim epoch {actor.epoch} on {card.ref} is stale (current {epoch})",
+            "your claim was taken over; stop working on this card",
         )
 
 

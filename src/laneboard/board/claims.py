@@ -301,6 +301,7 @@ class ClaimsMixin(BoardBase):
             row["holder"],
             row["heartbeat_at"],
             int(row["status_since"]),
+            int(row["claim_epoch"]),
         )
         self._may_write(actor, probe)
         self._refuse_claim(probe, actor, who, bool(row["deps_done"]), self.store.clock.now_ms())
