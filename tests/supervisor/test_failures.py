@@ -115,17 +115,25 @@ def test_dispatch_failure_releases_at_once_and_holds_at_the_third(
     store.close()
 
 
+def _nowhere(url: str, tmp: Path, fillers: int = 0) -> tuple[Any, Store, Board, str, Runtime]:
+    """A board whose one todo card cannot be admitted (its project's directory is missing),
+    ``fillers`` backlog cards before it, and a runtime that polls it: (clock, store, board,
+    the card's ref, runtime)."""
+    clock = RealNowClock()
+    store = open_store(url, clock)
+    board = Board(store)
+    board.add_project(human(), "G", path=str(tmp / "missing"))
+    for i in range(fillers):
+        board.create_card(human(), "G", f"filler {i}", status="backlog")
+    ref = board.create_card(human(), "G", "nowhere to run").ref
+    rt = Runtime(store, config(tmp), "m", LogFile(str(tmp / "log")), pool_alive=lambda: True)
+    return clock, store, board, ref, rt
+
+
 def test_admission_failures_back_off_then_hold(sqlite_store_url: str, tmp_path: Path) -> None:
     from laneboard.supervisor.poll import backoff_ms, poll
 
-    clock = RealNowClock()
-    store = open_store(sqlite_store_url, clock)
-    board = Board(store)
-    board.add_project(human(), "G", path=str(tmp_path / "missing"))
-    ref = board.create_card(human(), "G", "nowhere to run").ref
-    rt = Runtime(
-        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
-    )
+    clock, store, board, ref, rt = _nowhere(sqlite_store_url, tmp_path)
     assert [backoff_ms(n) for n in (1, 2, 3, 4, 5, 9, 20)] == [
         0,
         0,
@@ -154,14 +162,7 @@ def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_
     an idle board has no other news to wake the loop for the retry."""
     from laneboard.supervisor.poll import backoff_ms
 
-    clock = RealNowClock()
-    store = open_store(store_url, clock)
-    board = Board(store)
-    board.add_project(human(), "G", path=str(tmp_path / "missing"))
-    ref = board.create_card(human(), "G", "nowhere to run").ref
-    rt = Runtime(
-        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
-    )
+    clock, store, board, ref, rt = _nowhere(store_url, tmp_path)
     ticker = loop.Ticker(rt)
     for _ in range(3):  # two at once, then the third failure starts the backoff
         assert ticker.tick(force=True).state == "ran"
@@ -191,16 +192,7 @@ def test_status_names_deferred_and_queued_cards_by_their_ref(
     from laneboard.supervisor.reports_text import render_status
     from laneboard.supervisor.status import status_report
 
-    clock = RealNowClock()
-    store = open_store(store_url, clock)
-    board = Board(store)
-    board.add_project(human(), "G", path=str(tmp_path / "missing"))
-    for i in range(3):
-        board.create_card(human(), "G", f"filler {i}", status="backlog")  # ids != numbers
-    ref = board.create_card(human(), "G", "nowhere to run").ref
-    rt = Runtime(
-        store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
-    )
+    clock, store, board, ref, rt = _nowhere(store_url, tmp_path, fillers=3)  # ids != numbers
     poll(rt)
     card = board.get(ref)
     with store.write() as tx:  # a live row, as a dispatch leaves it
