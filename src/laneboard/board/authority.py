@@ -39,6 +39,9 @@ class CardLike(Protocol):
     @property
     def ref(self) -> str: ...
 
+    @property
+    def claim_epoch(self) -> int: ...
+
 
 # Fields of a card only a person (or the runtime) sets: the statement of the work, what
 # it is checked against, and where it sits on the board. An agent edits only its own
@@ -169,19 +172,22 @@ def may_write(actor: Actor, card: CardLike) -> None:
             f"this agent credential is scoped to card {actor.card_id}, not {card.ref}",
             "agents write only the card they were dispatched for",
         )
-    epoch = getattr(card, "claim_epoch", None)
     if (
         actor.kind is ActorKind.AGENT
         and actor.card_id == card.id
         and actor.epoch is not None
-        and epoch is not None
-        and actor.epoch < epoch  # a later claim superseded it (a newer one is minted ahead)
+        and actor.epoch < card.claim_epoch  # superseded (a newer one is minted ahead)
     ):
-        raise LaneboardError(
-            "STALE_CLAIM",
-            f"claim epoch {actor.epoch} on {card.ref} is stale (current {epoch})",
-            "your claim was taken over; stop working on this card",
-        )
+        raise stale_epoch(actor.epoch, card)
+
+
+def stale_epoch(epoch: int, card: CardLike) -> LaneboardError:
+    """The refusal of a write made under a claim epoch that is not the card's."""
+    return LaneboardError(
+        "STALE_CLAIM",
+        f"claim epoch {epoch} on {card.ref} is stale (current {card.claim_epoch})",
+        "your claim was taken over; stop working on this card",
+    )
 
 
 def reserved_keys(keys: Iterable[str]) -> list[str]:

@@ -106,11 +106,7 @@ class BoardBase:
         if actor.kind is not ActorKind.AGENT or card.status is not Status.IN_PROGRESS:
             return
         if actor.epoch is not None and actor.epoch != card.claim_epoch:
-            raise LaneboardError(
-                "STALE_CLAIM",
-                f"claim epoch {actor.epoch} on {card.ref} is stale (current {card.claim_epoch})",
-                "your claim was taken over; stop working on this card",
-            )
+            raise authority.stale_epoch(actor.epoch, card)
         if actor.epoch is not None and actor.card_id == card.id:
             return  # a credential issued for this very claim (e.g. the Director's, per row)
         if card.holder is not None and actor.name != card.holder:

@@ -42,7 +42,7 @@ class ClaimProbe:
     holder: str | None
     heartbeat_at: int | None
     status_since: int
-    claim_epoch: int | None = None  # the claim it was read at (a stale credential's test)
+    claim_epoch: int  # the claim it was read at (a stale credential's test)
 
 
 @dataclass(frozen=True)
