@@ -97,14 +97,20 @@ def test_a_burst_of_writes_wakes_a_listener_with_few_notifications(store: Store)
     board = Board(store)
     me = human("alice")
     board.add_project(me, "P")
+    clock = Clock()  # the announcer's own, so the quiet spell and the gap are not waited for
+    store.announcer.close()
+    store.announcer = Announcer(store.announcer._send, gap_s=0.5, clock=clock)
     got: list[psycopg.Notify] = []
     with psycopg.connect(store.url, autocommit=True) as listener:
         listener.add_notify_handler(got.append)
         listener.execute(f'LISTEN "{store.notify_channel()}"')
-        time.sleep(store.announcer.gap_s)  # a quiet spell before the burst
+        clock.t += 1.0  # a quiet spell before the burst
         for i in range(40):
             board.create_card(me, "P", f"card {i}")
-        # the burst's last write is announced within a gap of it, by the store's thread
+        assert store.announcer.sent == 0  # the first was its writer's; the rest are queued
+        clock.t += 0.5  # the gap ends: the store's thread announces the rest, once
+        with store.announcer._cond:  # the thread re-reads the clock when woken
+            store.announcer._cond.notify_all()
         _until(lambda: bool(listener.execute("SELECT 1")) and store.announcer.sent >= 1, "it")
         listener.execute("SELECT 1")
         _until(lambda: bool(listener.execute("SELECT 1")) and len(got) >= 2, "both")

@@ -178,7 +178,7 @@ def test_a_key_taken_already_is_refused_before_the_remote_is_asked(
     a, _ = machine(store, tmp_path, "a")
     a.add_project(ME, "P")
     asked: list[str] = []
-    a.remote_check = lambda url, base: asked.append(url)
+    a.remote_check = lambda url, base, set_base: asked.append(url)
     refused("CONFLICT", a.add_project, ME, "P", remote=str(tmp_path / "no.git"))
     assert asked == []
 
@@ -217,6 +217,22 @@ def test_edit_checks_the_new_remote_and_the_project_base(store: Store, tmp_path:
     refused("WORKSPACE_BASE_UNRESOLVED", a.edit_project, ME, "P", remote=str(empty))
     refused("BAD_INPUT", a.edit_project, ME, "P", remote="--upload-pack=touch /tmp/x")
     assert a.project("P").remote is None and events(a) == before
+
+
+def test_edit_names_its_own_fix_for_a_remote_without_a_default_branch(
+    store: Store, tmp_path: Path
+) -> None:
+    """``project edit`` has no ``--base-ref``: its refusal names how to set the base."""
+    bare = headless_remote(tmp_path)
+    a, _ = machine(store, tmp_path, "a")
+    a.add_project(ME, "P")
+    before = events(a)
+    err = refused("WORKSPACE_BASE_UNRESOLVED", a.edit_project, ME, "P", remote=str(bare))
+    assert "--base-ref" not in err.fix
+    assert "lb project config P --set base_ref=main" in err.fix
+    assert a.project("P").remote is None and events(a) == before
+    a.set_project_config(ME, "P", {"base_ref": "main"})  # as the fix says
+    assert a.edit_project(ME, "P", remote=str(bare)).remote == str(bare)
 
 
 def test_edit_refuses_to_strand_work_in_flight(store: Store, tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ DeliveryGate = Callable[[Card], list[Evidence]]
 LandingGate = Callable[[Card], "str | None"]
 # ... and ask a shared git remote a person names (url, base_ref) before it is written:
 # returns, or raises LaneboardError REMOTE_UNREACHABLE / WORKSPACE_BASE_UNRESOLVED
-RemoteCheck = Callable[[str, "str | None"], None]
+# a shared remote's check: its URL, the base branch (None: the remote's default) and how
+# the calling command names a base branch, for the fix (``{}``: the branch)
+RemoteCheck = Callable[[str, "str | None", str], None]
 
 
 class BoardBase:

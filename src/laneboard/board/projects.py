@@ -50,7 +50,7 @@ class ProjectsMixin(BoardBase):
         if remote is not None:
             with self.store.read() as tx:
                 _refuse_taken(tx, key, name)
-            self._check_remote(remote, base_ref)
+            self._check_remote(remote, base_ref, "--base-ref {}")
         try:
             with self.store.write() as tx:
                 _refuse_taken(tx, key, name)
@@ -88,7 +88,8 @@ class ProjectsMixin(BoardBase):
             _refuse_in_flight(tx, p)
             base_ref = p.base_ref or tx.project_config(p.id).get("base_ref")
         if remote is not None:
-            self._check_remote(remote, str(base_ref) if base_ref else None)
+            base = str(base_ref) if base_ref else None  # edit has no --base-ref: config does
+            self._check_remote(remote, base, f"lb project config {p.key} --set base_ref={{}}")
         with self.store.write() as tx:
             p = self._project(tx, p.id)
             if p.remote == remote:
@@ -105,9 +106,9 @@ class ProjectsMixin(BoardBase):
         assert got is not None
         return got
 
-    def _check_remote(self, remote: str, base_ref: str | None) -> None:
+    def _check_remote(self, remote: str, base_ref: str | None, set_base: str) -> None:
         if self.remote_check is not None:
-            self.remote_check(remote, base_ref)
+            self.remote_check(remote, base_ref, set_base)
 
     def projects(self) -> list[Project]:
         with self.store.read() as tx:

@@ -46,10 +46,10 @@ def install(board: Board, clones: str | None = None) -> Board:
             )
         return res.merge_commit
 
-    def remote_check(url: str, base_ref: str | None) -> None:
+    def remote_check(url: str, base_ref: str | None, set_base: str) -> None:
         from laneboard.workspace.remote import check_remote
 
-        problem = check_remote(url, base_ref)
+        problem = check_remote(url, base_ref, set_base=set_base)
         if problem is not None:
             raise LaneboardError(problem.code, problem.message, problem.fix)
 

@@ -115,12 +115,20 @@ def branch_name(ref: str) -> str:
     return ref.removeprefix("refs/heads/").removeprefix(f"{ORIGIN}/")
 
 
+SET_BASE = "--base-ref {}"  # how ``lb project add`` names the base branch
+
+
 def check_remote(
-    url: str, base_ref: str | None = None, *, timeout_s: float = CHECK_TIMEOUT_S
+    url: str,
+    base_ref: str | None = None,
+    *,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    set_base: str = SET_BASE,
 ) -> RemoteProblem | None:
     """Ask ``url`` for its branches (``git ls-remote``, at most ``timeout_s``, never
     prompting): None when this machine reaches it and it has the base branch (``base_ref``,
-    else any branch to start lanes from), else what is wrong."""
+    else any branch to start lanes from), else what is wrong. ``set_base`` is how the
+    caller's command names a base branch (``{}``: the branch), for the fix."""
     env = {**os.environ, **NO_PROMPTS}
     env.setdefault("GIT_SSH_COMMAND", SSH_BATCH)
     try:
@@ -153,14 +161,15 @@ def check_remote(
         return RemoteProblem(
             "WORKSPACE_BASE_UNRESOLVED",
             f"the remote {url} has no branch {branch_name(base_ref)} (the project's base_ref)",
-            f"push that branch to the remote, or name one it has as the base: {shown}",
+            f"push that branch to the remote, or name one it has as the base "
+            f"({set_base.format('BRANCH')}): {shown}",
         )
     resolved = any(ref == "HEAD" and not oid.startswith("ref: ") for oid, _, ref in lines)
     if not base_ref and not resolved:  # lanes would start from the remote's default branch
         return RemoteProblem(
             "WORKSPACE_BASE_UNRESOLVED",
             f"the remote {url} has no default branch: its HEAD names no branch it has",
-            f"name the base branch: --base-ref {_likely(heads)} (the remote has "
+            f"name the base branch: {set_base.format(_likely(heads))} (the remote has "
             f"{_listed(heads)}), or point the remote's HEAD at one",
         )
     return None
