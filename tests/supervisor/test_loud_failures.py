@@ -105,7 +105,11 @@ def test_a_role_with_no_available_kind_is_loud_everywhere(tmp_path: Path, repo: 
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     assert "SANDBOX" not in err, err
-    said = [line for line in log.read_text().splitlines() if "its cards stay unclaimed" in line]
+    said = [
+        line
+        for line in log.read_text().splitlines()
+        if "this machine claims none of its cards" in line
+    ]
     assert len(said) == 1, said
     assert "role worker cannot run" in said[0] and "level=error" in said[0]
     assert "role worker: NONE" in status.stdout, status.stdout

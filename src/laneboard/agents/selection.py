@@ -9,7 +9,7 @@
 4. ``default_agent`` — for a role that names no kind (the shipped roles name none) or whose
    kinds are all unavailable.
 
-Otherwise the role has no kind: its cards stay unclaimed and the supervisor says so loudly.
+Otherwise the role has no kind: this machine claims none of its cards and says so loudly.
 Unassigned cards are claimed for one role only, ``unassigned_role`` (default ``worker``).
 """
 

@@ -308,7 +308,7 @@ def no_kind(rt: Runtime, role: Role, detail: str) -> None:
         if now - _said.get(key, -NO_KIND_EVERY_S) < NO_KIND_EVERY_S:
             return
         _said[key] = now
-    message = f"role {role.id} cannot run: {detail}; its cards stay unclaimed"
+    message = f"role {role.id} cannot run: {detail}; this machine claims none of its cards"
     rt.log.error("agents", message, role=role.id)
     body = {"row": "agent_unavailable", "role": role.id, "detail": detail}
     with rt.store.write() as tx:  # the notifier sends it to --notify

@@ -3,7 +3,6 @@ the report documents only, so a remote ``lb`` prints them without the store."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -15,7 +14,7 @@ def boundary_lines(b: dict[str, Any] | None) -> list[str]:
     if b.get("force_agent"):
         lines.append(f"agents      every role forced onto {b['force_agent']} (--agent)")
     for c in b["agents"]:
-        kind = c["kind"] or "NONE — its cards stay unclaimed"
+        kind = c["kind"] or "NONE — this machine claims none of its cards"
         lines.append(f"  role {c['role']}: {kind} ({c['detail']})")
     lines.append(f"unassigned  claimed for {b.get('unassigned_role') or 'no role'}")
     return lines
@@ -90,8 +89,40 @@ def render_status(report: dict[str, Any]) -> str:
     if runs is not None:
         lines.append(f"runs        {runs['ticked']} driven, {len(runs['degraded'])} degraded")
     if "schedules" in report:
-        lines.append(f"schedules   {json.dumps(report['schedules'], sort_keys=True)[:300]}")
+        lines += schedule_lines(report["schedules"])
     return "\n".join(lines)
+
+
+SHOWN = 10  # schedule problems listed per kind; the rest are counted
+
+
+def schedule_lines(s: dict[str, Any]) -> list[str]:
+    """The schedules' summary (``schedules_summary``): counts and the next fire, then a
+    line per schedule that needs attention."""
+    if not s["total"]:
+        return ["schedules   none"]
+    nxt = s.get("next")
+    head = f"schedules   {s['total']} ({s['enabled']} enabled)" + (
+        f", next {nxt['name']} at {nxt['at']}" if nxt else ", none due"
+    )
+    out = [head]
+    kinds: list[tuple[str, list[str]]] = [
+        ("overdue", [f"{x['name']} ({x['expression']}): missed {x['missed']}"
+                     for x in s["overdue"]]),
+        ("failed", [f"{x['name']}: {x['reason']}" for x in s["failed"]]),
+        ("broken", [f"{x['name']}: {x['reason']}" for x in s["broken"]]),
+    ]  # fmt: skip
+    for kind, items in kinds:
+        out += [f"  {kind} {item}" for item in items[:SHOWN]]
+        if len(items) > SHOWN:
+            out.append(f"  … and {len(items) - SHOWN} more {kind}: lb schedule list")
+    if s["never_run"]:
+        names = s["never_run"]
+        out.append(
+            "  never run: " + ", ".join(names[:SHOWN])
+            + (f" … and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+        )  # fmt: skip
+    return out
 
 
 def render_doctor(r: dict[str, Any]) -> str:
