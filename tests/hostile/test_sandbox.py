@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,100 @@ def test_every_session_sandbox_masks_the_supervisors_sqlite_board(world: dict[st
                             token=None, database_url="postgresql://127.0.0.1/test")  # fmt: skip
     assert other is not None and other.spec.masked == ()
     held.close()
+
+
+@pytest.fixture
+def host_socket() -> Iterator[Path]:
+    """A listening unix socket under ``/run``, where a host keeps its services' sockets
+    (PostgreSQL's, the system D-Bus, a container engine's, a user's ssh-agent)."""
+    import socket
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="lb-sock-", dir="/run"))
+    path = folder / "service.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(4)
+    try:
+        yield path
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+        folder.rmdir()
+
+
+CONNECT = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "try:\n"
+    "    s.connect(sys.argv[1])\n"
+    "    print('CONNECTED')\n"
+    "except OSError as e:\n"
+    "    print('refused', type(e).__name__)\n"
+)
+
+
+def test_host_sockets_under_run_are_out_of_reach(world: dict[str, Path], host_socket: Path) -> None:
+    """A read-only bind does not stop ``connect``: a socket on the read-only root is as
+    usable as outside. The host's runtime directory is hidden instead, so an agent
+    cannot reach the database's socket (peer or trust authentication lets it in as the
+    user), the system bus (``systemd-run`` runs a command outside the sandbox) or a
+    container engine; name resolution still works."""
+    py = sys.executable
+    outside = subprocess.run([py, "-c", CONNECT, str(host_socket)], capture_output=True, text=True)
+    assert outside.stdout.split()[0] == "CONNECTED"  # the socket listens
+    for network in (True, False):
+        script = f'{py} -c "{CONNECT}" {host_socket}; ls /run/postgresql /run/dbus 2>&1 | head -3'
+        out = run_in(spec_for(world, network=network), script)
+        assert "CONNECTED" not in out.stdout, out.stdout
+        assert "refused" in out.stdout, (out.stdout, out.stderr)
+        assert ".s.PGSQL" not in out.stdout and "system_bus_socket" not in out.stdout
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if os.path.exists(resolv):  # the resolver's file is there, wherever it lives
+        out = run_in(spec_for(world), "cat /etc/resolv.conf")
+        assert out.stdout == Path(resolv).read_text(), out.stderr
+
+
+def test_a_resolver_file_linked_into_a_hidden_directory_is_bound_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from laneboard.agents import sandbox_spec
+
+    run = tmp_path / "run"
+    (run / "systemd" / "resolve").mkdir(parents=True)
+    stub = run / "systemd" / "resolve" / "stub-resolv.conf"
+    stub.write_text("nameserver 127.0.0.53\n")
+    link = tmp_path / "resolv.conf"
+    link.symlink_to(stub)
+    monkeypatch.setattr(sandbox_spec, "RESOLVER", str(link))
+    assert sandbox_spec.resolver_files([str(run)]) == [str(stub)]
+    assert sandbox_spec.resolver_files([str(tmp_path / "elsewhere")]) == []
+    assert sandbox_spec.runtime_dirs("darwin") == []
+    linux = sandbox_spec.runtime_dirs("linux")
+    assert "/run" in linux and len(linux) == len(set(linux))  # /var/run is a link to it
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit (docs/sandbox.md#known-limits): with the network on, an agent shares "
+    "the host's loopback, where lb serve trusts a tokenless caller as the local human",
+)
+def test_the_hosts_loopback_services_are_out_of_reach_with_the_network_on(
+    world: dict[str, Path],
+) -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        probe = CONNECT.replace("socket.AF_UNIX", "socket.AF_INET").replace(
+            "s.connect(sys.argv[1])", "s.connect(('127.0.0.1', int(sys.argv[1])))"
+        )
+        out = run_in(spec_for(world), f'{sys.executable} -c "{probe}" {port}')
+        assert "refused" in out.stdout, out.stdout
+        none = run_in(spec_for(world, network=False), f'{sys.executable} -c "{probe}" {port}')
+        assert "refused" in none.stdout  # network = "none" has a loopback of its own
+    finally:
+        listener.close()

@@ -298,6 +298,7 @@ class Sandbox:
         out.update(self.spec.env)
         if self.backend == "bwrap":
             out["TMPDIR"] = "/tmp"
+            out["XDG_RUNTIME_DIR"] = "/tmp"  # the host's is hidden (``runtime_dirs``)
         return out
 
     def inside(self, host_path: str) -> str:

@@ -10,6 +10,9 @@ the board          the unix socket named by ``LANEBOARD_URL``                   
 the user's home    ``$HOME``                                                     hidden
 laneboard's state  the state directory (logs, tokens, other sessions' homes),    hidden
                    the data directory and the config directory
+host sockets       the runtime directory ``/run`` (``/var/run``): the database's   hidden
+                   socket, the system bus, a container engine's (Linux; the
+                   resolver's file in it is bound again read-only)
 the database       a SQLite board's directory (its files alone, where that       hidden
                    directory holds something the session needs)
 the checkout       the user's repository (working tree and ``.git``)             read-only
@@ -171,16 +174,42 @@ def _copy_once(src: str, dest: str) -> None:
         os.chmod(dest, 0o600)
 
 
+# where a Linux host keeps its services' sockets. A read-only bind does not stop a
+# ``connect``: a socket on the read-only root is as usable inside as outside (the
+# database's with peer or trust authentication, the system bus — ``systemd-run`` starts a
+# command outside the sandbox —, a container engine's, an ssh or gpg agent's)
+RUNTIME_DIRS = ("/run", "/var/run")
+RESOLVER = "/etc/resolv.conf"  # often a link into /run (systemd-resolved, NetworkManager)
+
+
+def runtime_dirs(platform: str = sys.platform) -> list[str]:
+    """The host's runtime directories the sandbox hides (Linux; macOS keeps its own:
+    name resolution goes through a socket in ``/var/run`` there)."""
+    if not platform.startswith("linux"):
+        return []
+    return list(dict.fromkeys(os.path.realpath(d) for d in RUNTIME_DIRS if os.path.isdir(d)))
+
+
+def resolver_files(hidden: list[str]) -> list[str]:
+    """The resolver's configuration, when it lives under a hidden directory: bound again
+    read-only, so the agent still resolves its model's host name."""
+    real = os.path.realpath(RESOLVER)
+    if real != RESOLVER and os.path.isfile(real) and any(_contains(h, real) for h in hidden):
+        return [real]
+    return []
+
+
 def build_spec(paths: SessionPaths, env: Mapping[str, str], binary: str | None) -> SandboxSpec:
     """The sandbox of one session, from its paths and the environment it inherits."""
     files, inside_env = agent_home_files(paths.kind, paths.home, env)
-    hidden = [user_home(env), paths.state_dir]
+    hidden = [user_home(env), paths.state_dir, *runtime_dirs()]
     hidden += [p for p in (paths.data_dir, paths.config_dir) if p]
     real_hidden = [os.path.realpath(p) for p in hidden]
     # a read-only entry holding a hidden directory would show it again
     readonly = [
         p for p in program_paths(env, binary) if not any(_contains(p, h) for h in real_hidden)
     ]
+    readonly += resolver_files(real_hidden)
     if paths.checkout:
         readonly.append(os.path.realpath(paths.checkout))
     if paths.token_dir:
