@@ -172,6 +172,38 @@ def test_add_refuses_a_base_ref_the_remote_lacks(store: Store, tmp_path: Path) -
     assert a.add_project(ME, "P", base_ref="main", remote=str(bare)).remote == str(bare)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ci:glpat-Abc123secretXyz@git.example.com/team/srv.git",
+        "ssh://git:glpat-Abc123secretXyz@git.example.com:2222/team/srv.git",
+        "HTTP://ci:glpat-Abc123secretXyz@git.example.com/srv.git",
+    ],
+)
+def test_a_remote_with_a_password_in_its_url_is_refused_without_echoing_it(
+    store: Store, tmp_path: Path, url: str
+) -> None:
+    """The remote is shared through the board (lists, events, every machine): a password
+    in its URL would be shown to everyone who reads them. Nothing is written, and the
+    refusal does not repeat the password."""
+    a, _ = machine(store, tmp_path, "a")
+    asked: list[str] = []
+    a.remote_check = lambda url, base, set_base: asked.append(url)
+    before = events(a)
+    err = refused("BAD_INPUT", a.add_project, ME, "P", remote=url)
+    assert "password" in err.message and "credential" in err.fix
+    assert "glpat-Abc123secretXyz" not in err.line()
+    assert a.projects() == [] and events(a) == before and asked == []
+    a.add_project(ME, "P")
+    err = refused("BAD_INPUT", a.edit_project, ME, "P", remote=url)
+    assert "glpat-Abc123secretXyz" not in err.line()
+    assert a.project("P").remote is None and asked == []
+    # a user name alone is no secret: ssh's git@, a named https user
+    for fine in ("ssh://git@git.example.com/team/srv.git", "https://ci@git.example.com/srv.git",
+                 "git@git.example.com:team/srv.git"):  # fmt: skip
+        assert a.edit_project(ME, "P", remote=fine).remote == fine
+
+
 def test_a_key_taken_already_is_refused_before_the_remote_is_asked(
     store: Store, tmp_path: Path
 ) -> None:

@@ -213,7 +213,33 @@ def _remote(remote: str | None) -> str | None:
             "give a URL git can push to, or the path of a bare repository (to clear a "
             "project's remote: lb project edit KEY --no-remote)",
         )
+    if _password_of(remote):
+        raise bad_input(
+            f"the remote {_without_password(remote)} holds a password in its URL, which the "
+            "board would show to everyone who lists projects or reads events",
+            "give the URL without it and let git supply the credential on each machine: a "
+            "credential helper (see: git help credentials) or an ssh key",
+        )
     return remote
+
+
+def _password_of(url: str) -> str | None:
+    """The password in a ``scheme://user:password@host/…`` URL (None: it has none)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme.replace("+", "").isalpha():
+        return None  # a path, or scp-like ``user@host:path``: no place for a password
+    userinfo, at, _ = rest.split("/", 1)[0].rpartition("@")
+    if not at:
+        return None
+    _, colon, password = userinfo.partition(":")
+    return password if colon else None
+
+
+def _without_password(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    host_part, slash, path = rest.partition("/")
+    userinfo, _, host = host_part.rpartition("@")
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
 
 
 def _refuse_taken(tx: Tx, key: str, name: str) -> None:

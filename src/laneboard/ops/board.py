@@ -133,7 +133,8 @@ PROJECT_ADD = Op(
     "(--remote) that each machine clones into its state directory and lands on. A remote is "
     "asked for its branches first (git ls-remote, without prompting): one this machine "
     "cannot reach is refused with REMOTE_UNREACHABLE, one without the base branch with "
-    "WORKSPACE_BASE_UNRESOLVED, and nothing is added.",
+    "WORKSPACE_BASE_UNRESOLVED, a URL with a password in it with BAD_INPUT (every reader of "
+    "the board would see it), and nothing is added.",
     ("lb project add WEB --path ~/src/web", "lb project add API --name Api --base-ref develop",
      "lb project add SRV --remote git@git.example.com:team/srv.git"),
     (
