@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -20,6 +21,36 @@ MACHINE_LOCK = 7_211_002
 
 def machine_name() -> str:
     return os.environ.get("LANEBOARD_MACHINE") or socket.gethostname()
+
+
+@functools.cache
+def here() -> str:
+    """Where this process's pids mean something: its host name, the kernel's boot and its
+    PID namespace (containers on one host share the boot, not the namespace). A row
+    registered elsewhere under the same machine name is judged by its beats alone."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        boot = ""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()}|{boot}|{ns}"
+
+
+def _where(row: Row) -> str | None:
+    """Where a supervisor row was registered (None: a row from before this was kept)."""
+    try:
+        where = json.loads(row.get("info") or "{}").get("where")
+    except (ValueError, AttributeError):
+        return None
+    return str(where) if where else None
+
+
+def _host_of(where: str) -> str:
+    return where.split("|", 1)[0] or "another host"
 
 
 @dataclass(frozen=True)
@@ -47,6 +78,7 @@ def verdict(row: Row | None, now: int, time: TimeContract, *, local: bool = True
     iid, pid = str(row["id"]), int(row["pid"])
     if row["state"] == "stopped":
         return Verdict("stopped", iid, pid, age, "the supervisor stopped cleanly")
+    local = local and _where(row) in (None, here())  # a pid elsewhere is not looked up
     if local and not pid_alive(pid):
         return Verdict("absent", iid, pid, age, f"process {pid} is gone")
     tick = row["tick_started_at"]
@@ -79,17 +111,33 @@ def register(tx: Tx, machine: str, time: TimeContract, info: dict[str, Any]) -> 
     now = tx.now()
     row = current(tx, machine)
     if row is not None:
-        v = verdict(row, now, time)
+        _refuse_live(row, verdict(row, now, time), machine)
+        tx.mark_supervisor_dead(row["id"])
+    iid = f"{machine}:{os.getpid()}:{now}"
+    tx.insert_supervisor(iid, machine, os.getpid(), now, {**info, "where": here()})
+    return iid
+
+
+def _refuse_live(row: Row, v: Verdict, machine: str) -> None:
+    """``SUPERVISOR_RUNNING`` when ``row``'s supervisor still runs: here, while its
+    process lives; on another host under the same name, while it beats."""
+    where = _where(row)
+    if where in (None, here()):
         if v.state in ("running", "starting", "wedged", "unresponsive") and pid_alive(v.pid):
             raise LaneboardError(
                 "SUPERVISOR_RUNNING",
                 f"a supervisor is already running on {machine} (pid {v.pid}, {v.state})",
                 "stop it first (kill -TERM its pid) or use lb status",
             )
-        tx.mark_supervisor_dead(row["id"])
-    iid = f"{machine}:{os.getpid()}:{now}"
-    tx.insert_supervisor(iid, machine, os.getpid(), now, info)
-    return iid
+        return
+    if v.state in ("running", "starting", "wedged"):
+        raise LaneboardError(
+            "SUPERVISOR_RUNNING",
+            f"a supervisor on {_host_of(where)} already runs as machine {machine} "
+            f"(pid {v.pid} there, last beat {v.heartbeat_age_s:.0f}s ago)",
+            "give each machine its own name: LANEBOARD_MACHINE=NAME lb start "
+            "(or stop the other one first)",
+        )
 
 
 def beat(

@@ -401,6 +401,7 @@ class Supervisor:
         assert self.rt.instance is not None
         info = {
             "pid": os.getpid(),
+            "where": instances.here(),
             "next_tick_at": self.ticker.next_due_ms,
             "ticks": self.ticks,
             "pool": self.pool.describe(),
