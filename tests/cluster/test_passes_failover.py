@@ -151,6 +151,29 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
         assert records.queue_rows(tx, machine="a", states=("pending", "processing")) == []
 
 
+def test_a_host_that_beats_less_often_is_fenced_by_its_own_bound(hosts: Hosts) -> None:
+    """Machines may set different heartbeat intervals: each is fenced after its own
+    ``failover_beats`` intervals, which it declares, not after the sweeper's."""
+    slow = hosts.runtime("slow", register=False)
+    slow.config = replace(
+        slow.config, time=replace(slow.config.time, pool_heartbeat=60, pool_stale=240)
+    )
+    with slow.store.write() as tx:
+        slow.instance = instances.register(
+            tx, "slow", slow.config.time, {"pid": 1, **cluster.declared(slow)}
+        )
+    b = hosts.runtime("b")  # beats every 15 s: its own bound is 45 s
+    assert cluster.failover_bound_ms(b) < cluster.failover_bound_ms(slow) == 180_000
+    hosts.clock.advance(seconds=59)  # one of slow's intervals, not yet its next beat
+    assert cluster.sweep(b) == []  # a healthy host between two of its beats
+    with slow.store.write() as tx:
+        instances.beat(tx, slow.instance or "", info={"pid": 1, **cluster.declared(slow)})
+    hosts.clock.advance(seconds=179)
+    assert cluster.sweep(b) == []
+    hosts.clock.advance(seconds=2)  # silent for three of its own intervals
+    assert [f["instance"] for f in cluster.sweep(b)] == [slow.instance]
+
+
 def test_the_old_hosts_agent_writes_nothing_once_its_card_moved_on(hosts: Hosts) -> None:
     """A fenced host's agent that wakes up (the host was paused) after another host took
     its card over and delivered it: each write with its stale credential is refused with

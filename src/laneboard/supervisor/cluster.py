@@ -30,6 +30,7 @@ closed queue rows are never started again.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -135,17 +136,34 @@ def failover_bound_ms(rt: Runtime) -> int:
     return rt.config.failover_beats * rt.config.time.pool_heartbeat * 1000
 
 
+def declared(rt: Runtime) -> dict[str, Any]:
+    """What an instance tells the others in its row: how long without a beat it may be
+    fenced after — its own ``failover_beats`` of its own ``pool_heartbeat``, which another
+    machine's settings do not know."""
+    return {"failover_after_ms": failover_bound_ms(rt)}
+
+
+def _bound_of(row: dict[str, Any], own: int) -> int:
+    """The failover bound ``row``'s instance declared; ``own`` for one that declared none."""
+    try:
+        got = json.loads(row.get("info") or "{}").get("failover_after_ms")
+    except (ValueError, AttributeError):
+        return own
+    return got if isinstance(got, int) and got > 0 else own
+
+
 def sweep(rt: Runtime) -> list[dict[str, Any]]:
-    """Fence every other instance whose heartbeat is older than the failover bound."""
+    """Fence every other instance whose heartbeat is older than its failover bound."""
     out: list[dict[str, Any]] = []
     with rt.store.read() as tx:
-        cutoff = tx.now() - failover_bound_ms(rt)
-        dead = [
-            r
+        now, own = tx.now(), failover_bound_ms(rt)
+        silent = [
+            (r, cutoff)
             for r in tx.live_supervisors_everywhere()
-            if r["id"] != rt.instance and int(r["heartbeat_at"]) < cutoff
+            if r["id"] != rt.instance
+            and int(r["heartbeat_at"]) < (cutoff := now - _bound_of(r, own))
         ]
-    for row in dead:
+    for row, cutoff in silent:
         with rt.store.write() as tx:
             done = fence(tx, rt, row, cutoff)
         if done is not None:

@@ -388,7 +388,9 @@ class Supervisor:
     def start(self) -> None:
         rt = self.rt
         with rt.store.write() as tx:
-            rt.instance = instances.register(tx, rt.machine, rt.config.time, {"pid": os.getpid()})
+            rt.instance = instances.register(
+                tx, rt.machine, rt.config.time, {"pid": os.getpid(), **cluster.declared(rt)}
+            )
         rt.log.info("supervisor", "started", instance=rt.instance)
         from laneboard.ops.table import by_name
 
@@ -402,6 +404,7 @@ class Supervisor:
         info = {
             "pid": os.getpid(),
             "where": instances.here(),
+            **cluster.declared(self.rt),
             "next_tick_at": self.ticker.next_due_ms,
             "ticks": self.ticks,
             "pool": self.pool.describe(),
@@ -425,7 +428,9 @@ class Supervisor:
         rt.log.warn("failover", "this supervisor was fenced: its cards went to others")
         self.pool.interrupt_all()
         with rt.store.write() as tx:
-            rt.instance = instances.register(tx, rt.machine, rt.config.time, {"pid": os.getpid()})
+            rt.instance = instances.register(
+                tx, rt.machine, rt.config.time, {"pid": os.getpid(), **cluster.declared(rt)}
+            )
         rt.log.info("supervisor", "registered again", instance=rt.instance)
 
     def ping(self) -> None:
