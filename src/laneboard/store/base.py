@@ -108,6 +108,16 @@ class Store(abc.ABC):
             self._all.append(raw)
         return raw
 
+    def _drop_idle(self) -> None:
+        """Close every pooled connection not in use now."""
+        with self._plock:
+            idle, self._free = self._free, []
+            for raw in idle:
+                self._all.remove(raw)
+        for raw in idle:
+            with suppress(Exception):
+                self._close_raw(raw)
+
     def _release(self, raw: Any, *, broken: bool = False) -> None:
         with self._plock:
             if broken or raw not in self._all:
@@ -241,6 +251,13 @@ class Store(abc.ABC):
         """One read statement on its own snapshot, outside any explicit transaction."""
         with self._autocommit() as conn:
             return conn.execute(sql, params)
+
+    def unavailable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the database is out of reach (down, restarting, the
+        connection lost): a resident process waits and tries again instead of ending."""
+        from laneboard.errors import LaneboardError
+
+        return isinstance(exc, LaneboardError) and exc.code == "STORE_UNAVAILABLE"
 
     def close(self) -> None:
         """Close every connection this store opened."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -134,14 +134,58 @@ def _types_of(conn: Conn) -> str:
     return text if len(text) <= NOTIFY_TYPES_MAX else ""
 
 
+def _alive(raw: Any) -> bool:
+    """Whether the server still holds this idle pooled connection, without a round trip.
+
+    A server that ends a session (a restart, a managed database's failover,
+    ``pg_terminate_backend``) sends its goodbye and closes the socket; the client learns
+    of it only when it reads. An idle connection has nothing to read, so a socket that
+    is readable is read (without waiting): the goodbye, then the end of the stream, mark
+    the connection bad.
+    """
+    import select
+
+    import psycopg
+    from psycopg.pq import ConnStatus
+
+    if raw.closed or raw.broken:
+        return False
+    pg = raw.pgconn
+    try:
+        for _ in range(2):  # the server's goodbye, then its end of file
+            if not select.select([pg.socket], [], [], 0)[0]:
+                break
+            pg.consume_input()
+    except (psycopg.OperationalError, OSError, ValueError):
+        return False
+    return bool(pg.status == ConnStatus.OK)
+
+
+def _lost(raw: Any) -> bool:
+    """Whether a statement's failure lost the connection itself (not a refused statement)."""
+    return bool(raw.closed or raw.broken)
+
+
 class _PgConn(Conn):
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, renew: Callable[[Any], Any] | None = None) -> None:
         self.raw = raw
         self._rowcount = 0
+        # a read whose pooled connection the server ended is run again on a new one: its
+        # first statement only (nothing of it has run), never a write's
+        self._renew = renew
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         import psycopg
 
+        renew, self._renew = self._renew, None
+        if renew is not None:
+            try:
+                return self.execute(sql, params)
+            except psycopg.OperationalError:
+                if not _lost(self.raw):
+                    raise
+                self.raw = renew(self.raw)
+                return self.execute(sql, params)
         try:
             text, prepare = _convert(sql)
             cur = _run(self.raw, text, scrub_params(sql, params), prepare)
@@ -197,6 +241,9 @@ class PostgresStore(Store):
 
     def _acquire(self) -> Any:
         raw = super()._acquire()
+        while not _alive(raw):  # the server ended it while it idled here: a new one
+            self._release(raw, broken=True)
+            raw = super()._acquire()
         left, gap = self._replan_in[raw]
         if left <= 0:
             self._replan(raw)
@@ -229,11 +276,21 @@ class PostgresStore(Store):
     def _transaction(self, write: bool) -> Iterator[Conn]:
         import psycopg
 
+        begin = "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
         raw = self._acquire()
+        try:
+            try:
+                _simple(raw, begin)
+            except psycopg.OperationalError:
+                if not _lost(raw):
+                    raise
+                raw = self._renew(raw)  # nothing was sent but BEGIN: begin on a new one
+                _simple(raw, begin)
+        except psycopg.OperationalError:
+            self._release(raw, broken=True)
+            raise
         conn = _PgConn(raw)
         try:
-            begin = "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-            _simple(raw, begin)
             yield conn
             self._commit(raw, conn)
         except psycopg.OperationalError:
@@ -291,6 +348,13 @@ class PostgresStore(Store):
             self._release(raw, broken=True)
             raise
         self._release(raw)
+
+    def unavailable(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or (
+            super().unavailable(exc)
+        )
 
     def close(self) -> None:
         self.announcer.close()  # what is still queued is announced before the connections go
@@ -352,13 +416,21 @@ class PostgresStore(Store):
     @contextmanager
     def _autocommit(self) -> Iterator[Conn]:
 
-        raw = self._acquire()  # autocommit: each statement is its own snapshot
+        conn = _PgConn(self._acquire(), self._renew)  # each statement its own snapshot
         try:
-            yield _PgConn(raw)
+            yield conn
         except BaseException as exc:
-            self._give_back(raw, exc)
+            self._give_back(conn.raw, exc)
             raise
-        self._release(raw)
+        self._release(conn.raw)
+
+    def _renew(self, raw: Any) -> Any:
+        """A new connection for one the server ended (a restart, a failover, an
+        administrator's ``pg_terminate_backend``): the idle ones went with it, most
+        likely, so they are dropped too, and the next is connected afresh."""
+        self._release(raw, broken=True)
+        self._drop_idle()
+        return self._acquire()
 
     def _give_back(self, raw: Any, exc: BaseException) -> None:
         """A connection back to the pool after a statement failed on it; dropped when the
@@ -371,13 +443,13 @@ class PostgresStore(Store):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """``Store.query`` without a context manager: reads like a claim's probe are many."""
 
-        raw = self._acquire()
+        conn = _PgConn(self._acquire(), self._renew)
         try:
-            got = _PgConn(raw).execute(sql, params)
+            got = conn.execute(sql, params)
         except BaseException as exc:
-            self._give_back(raw, exc)
+            self._give_back(conn.raw, exc)
             raise
-        self._release(raw)
+        self._release(conn.raw)
         return got
 
     def _migration_lock(self, conn: Conn) -> None:

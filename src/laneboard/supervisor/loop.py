@@ -45,6 +45,8 @@ CLOCK_CHECK_S = 1.0  # the longest the loop sleeps without looking at its clocks
 DRAIN_POLL_S = 1.0  # the queue is read between ticks and turn ends this often at most
 RUNS_READ_S = 0.25  # the runs the supervisor drives are read this often at most
 RUNS_IDLE_S = 5.0  # while it drives none: on a run's news, else this often
+STORE_RETRY_MAX_S = 30.0  # the longest wait between tries while the database is away
+STORE_SAY_EVERY_S = 60.0  # the log says the database is away at most this often
 PATROL_EVENT_S = 60.0  # patrol (time-based) on an event tick: at most this often
 RETRY_FLOOR_MS = 1_000  # a backed-off card is retried by a tick this long after one at least
 
@@ -375,6 +377,8 @@ class Supervisor:
         self.extra_clocks = extra_clocks or []
         self.ticks = 0
         self.last_tick: TickResult | None = None
+        self.store_failures = 0  # the loop's passes in a row that found the database away
+        self.store_said = float("-inf")  # when the log last said so (monotonic)
         self.monotonic: Callable[[], float] = time.monotonic  # the debounce's clock
 
     def install_signals(self) -> None:
@@ -464,70 +468,105 @@ class Supervisor:
             while not self.stop_event.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
-                seen = self.wakeups.generation  # a wake-up after this is looked at again
-                now = rt.now()
-                pinged = now >= next_ping
-                if now >= next_beat:
-                    self._beat()
-                    next_beat = now + t.pool_heartbeat * 1000
-                if pinged:
-                    self.ping()
-                    next_ping = now + t.ping_interval * 1000
-                for name, every_ms, fn in self.extra_clocks:
-                    if now >= next_extra[name]:
-                        try:
-                            fn()
-                        except Exception as exc:
-                            rt.log.error("supervisor", f"{name} failed: {exc}")
-                        next_extra[name] = now + every_ms
-                marks, fresh = self._news(marks)
-                if fresh is None or STOP_REQUESTED in fresh:
-                    self.pool.stops_news()  # the watchdogs read stop requests on this news
-                runs_news = runs_news or fresh is None or any(t.startswith("run.") for t in fresh)
-                # a turn's end closes its queue row after its last event, so the log does
-                # not show the slot it frees: when the last poll left a card waiting for
-                # one, the tick it wakes runs its passes (the queue is read again anyway)
-                if self.pool.changed.is_set():
-                    self.pool.changed.clear()
-                    slot_freed = True
-                    if fresh is not None and self.ticker.waits_on_rows:
-                        fresh = {*fresh, FREED}
-                if fresh is None or fresh:
-                    news = None if fresh is None or news is None else news | fresh
-                    if wake_at is None:
-                        # the first news after a quiet spell ticks at once; a burst waits
-                        # for the debounce after the tick before, and makes one tick
-                        wake_at = max(self.monotonic(), last_tick + debounce)
-                due = now >= self.ticker.next_due_ms
-                ticked = False
-                if due or (wake_at is not None and self.monotonic() >= wake_at):
-                    freed = news is None or FREED in news
-                    self.last_tick = self.ticker.tick(
-                        force=due or freed, news=None if due else news
+                try:
+                    seen = self.wakeups.generation  # a wake-up after this is looked at again
+                    now = rt.now()
+                    pinged = now >= next_ping
+                    if now >= next_beat:
+                        self._beat()
+                        next_beat = now + t.pool_heartbeat * 1000
+                    if pinged:
+                        self.ping()
+                        next_ping = now + t.ping_interval * 1000
+                    for name, every_ms, fn in self.extra_clocks:
+                        if now >= next_extra[name]:
+                            try:
+                                fn()
+                            except Exception as exc:
+                                rt.log.error("supervisor", f"{name} failed: {exc}")
+                            next_extra[name] = now + every_ms
+                    marks, fresh = self._news(marks)
+                    if fresh is None or STOP_REQUESTED in fresh:
+                        self.pool.stops_news()  # the watchdogs read stop requests on this news
+                    runs_news = (
+                        runs_news or fresh is None or any(t.startswith("run.") for t in fresh)
                     )
-                    wake_at, ticked = None, True
-                    last_tick = self.monotonic()
-                    if self.last_tick.state == "ran":
-                        self.ticks += 1
-                        news = set()
-                    elif self.last_tick.state == "skipped":  # another tick holds the lease
-                        wake_at = last_tick + CLOCK_CHECK_S
-                if self.runs is not None and self._runs_due(runs_news, last_runs):
-                    last_runs, runs_news = time.monotonic(), False
-                    self.runs()
-                # pending rows come from this process (a tick's poll that claimed, a turn's
-                # retry, a recovery) or, rarely, a one-off ``lb loop`` here: read after those
-                stale = time.monotonic() - last_drain >= DRAIN_POLL_S
-                if (ticked and self.ticker.queued) or pinged or slot_freed or stale:
-                    last_drain, slot_freed = time.monotonic(), False
-                    self.pool.drain()
-                self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])
+                    # a turn's end closes its queue row after its last event, so the log does
+                    # not show the slot it frees: when the last poll left a card waiting for
+                    # one, the tick it wakes runs its passes (the queue is read again anyway)
+                    if self.pool.changed.is_set():
+                        self.pool.changed.clear()
+                        slot_freed = True
+                        if fresh is not None and self.ticker.waits_on_rows:
+                            fresh = {*fresh, FREED}
+                    if fresh is None or fresh:
+                        news = None if fresh is None or news is None else news | fresh
+                        if wake_at is None:
+                            # the first news after a quiet spell ticks at once; a burst waits
+                            # for the debounce after the tick before, and makes one tick
+                            wake_at = max(self.monotonic(), last_tick + debounce)
+                    due = now >= self.ticker.next_due_ms
+                    ticked = False
+                    if due or (wake_at is not None and self.monotonic() >= wake_at):
+                        freed = news is None or FREED in news
+                        self.last_tick = self.ticker.tick(
+                            force=due or freed, news=None if due else news
+                        )
+                        wake_at, ticked = None, True
+                        last_tick = self.monotonic()
+                        if self.last_tick.state == "ran":
+                            self.ticks += 1
+                            news = set()
+                        elif self.last_tick.state == "skipped":  # another tick holds the lease
+                            wake_at = last_tick + CLOCK_CHECK_S
+                    if self.runs is not None and self._runs_due(runs_news, last_runs):
+                        last_runs, runs_news = time.monotonic(), False
+                        self.runs()
+                    # pending rows come from this process (a tick's poll that claimed, a turn's
+                    # retry, a recovery) or, rarely, a one-off ``lb loop`` here: read after those
+                    stale = time.monotonic() - last_drain >= DRAIN_POLL_S
+                    if (ticked and self.ticker.queued) or pinged or slot_freed or stale:
+                        last_drain, slot_freed = time.monotonic(), False
+                        self.pool.drain()
+                    self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])
+                except Exception as exc:
+                    if not rt.store.unavailable(exc):
+                        raise
+                    self._wait_for_store(exc)
+                    continue
+                self._store_back()
         finally:
             self.pool.stops_follow_news = False
             self.stop_event.set()  # ends the heartbeat thread too
             self.wakeups.close()
             pulse.join(10)
             self.shutdown()
+
+    def _wait_for_store(self, exc: BaseException) -> None:
+        """The database is out of reach (down, restarting, the connection lost): wait and
+        try again, 1 s after the first failure and twice as long after each next one, up
+        to ``STORE_RETRY_MAX_S``, saying so in the log once a minute. Agent sessions go on;
+        what they send the board meanwhile is refused and they try again."""
+        self.store_failures += 1
+        wait = min(2.0 ** (self.store_failures - 1), STORE_RETRY_MAX_S)
+        now = time.monotonic()
+        if now - self.store_said >= STORE_SAY_EVERY_S:
+            self.store_said = now
+            said = " ".join(str(exc).split())[:200]
+            self.rt.log.error(
+                "supervisor",
+                f"the database is out of reach ({type(exc).__name__}: {said}); "
+                f"trying again in {wait:g}s",
+                failures=self.store_failures,
+            )
+        self.stop_event.wait(wait)
+
+    def _store_back(self) -> None:
+        if self.store_failures:
+            self.rt.log.info(
+                "supervisor", "the database is reachable again", failures=self.store_failures
+            )
+            self.store_failures, self.store_said = 0, float("-inf")
 
     def _runs_due(self, news: bool, last: float) -> bool:
         """Whether to read the runs again: every ``RUNS_READ_S`` while some are driven
@@ -580,13 +619,22 @@ class Supervisor:
         self.wakeups.wait_wake(seen, min(left, CLOCK_CHECK_S))
 
     def shutdown(self) -> None:
+        """Stop the pool and sign off; with the database away, as much as can be done
+        (the pool's rows and the instance are settled by whoever next sees them: this
+        machine's next start, or another's failover)."""
         rt = self.rt
-        self.pool.shutdown()
-        try:
-            self.ticker.let_go()
-        except Exception as exc:  # the board may be gone: the lease expires or is broken
-            rt.log.warn("supervisor", f"giving back the tick lease failed: {exc}")
-        if rt.instance is not None:
-            with rt.store.write() as tx:
-                instances.stop(tx, rt.instance)
+        for what, step in (("stopping the pool", self.pool.shutdown),
+                           ("giving back the tick lease", self.ticker.let_go),
+                           ("signing off", self._sign_off)):  # fmt: skip
+            try:
+                step()
+            except Exception as exc:
+                if not rt.store.unavailable(exc) and step is not self.ticker.let_go:
+                    raise
+                rt.log.warn("supervisor", f"{what} failed: {type(exc).__name__}: {exc}")
         rt.log.info("supervisor", "stopped", instance=rt.instance)
+
+    def _sign_off(self) -> None:
+        if self.rt.instance is not None:
+            with self.rt.store.write() as tx:
+                instances.stop(tx, self.rt.instance)

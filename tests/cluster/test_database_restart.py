@@ -1,0 +1,168 @@
+"""The PostgreSQL server ends every session (a restart, a failover of a managed database,
+an administrator's ``pg_terminate_backend``): the store replaces the connections it kept,
+and a running supervisor rides it out and goes on draining the board."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tests.conftest import PG_BASE, drop_pg_schema, make_pg_schema, pg_schema_url
+from tests.supervisor.helpers import RealNowClock, wait_for
+from tests.supervisor.test_loud_failures import LB, lb_env
+
+from laneboard.board.service import Board
+from laneboard.domain.model import human
+from laneboard.store import open_store
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    schema = make_pg_schema()
+    try:
+        yield pg_schema_url(schema) + "&application_name=" + schema
+    finally:
+        drop_pg_schema(schema)
+
+
+def _end_sessions(url: str) -> int:
+    """End every server session of the board's processes (named by ``application_name``),
+    and wait until they are gone, as after a restart."""
+    name = url.rsplit("application_name=", 1)[1]
+    with psycopg.connect(PG_BASE, autocommit=True) as admin:
+        pids = [
+            r[0]
+            for r in admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchall()
+        ]
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        left = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+        wait_for(lambda: admin.execute(left, (pids,)).fetchone() == (0,), timeout=30,
+                 what="the sessions ended")  # fmt: skip
+    return len(pids)
+
+
+def test_the_store_replaces_connections_the_server_ended(pg_url: str) -> None:
+    store = open_store(pg_url, create=True)
+    with store.write() as tx:  # two connections kept idle in the pool
+        with store.read() as tx2:
+            tx2.one("SELECT 1 AS x")
+        tx.one("SELECT 1 AS x")
+    assert _end_sessions(pg_url) >= 2
+    assert store.query("SELECT 1 AS x") == [{"x": 1}]  # no AdminShutdown
+    with store.write() as tx:
+        assert tx.one("SELECT 2 AS x") == {"x": 2}
+    with store.read() as tx:
+        assert tx.one("SELECT 3 AS x") == {"x": 3}
+    store.close()
+
+
+def test_a_supervisor_rides_out_the_database_ending_its_sessions(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = open_store(pg_url, RealNowClock(), create=True)
+    board = Board(store)
+    (tmp_path / "proj").mkdir()
+    board.add_project(human(), "G", path=str(tmp_path / "proj"))
+
+    def add(n: int) -> list[str]:
+        script = {"script": [{"deliver": "ok"}]}
+        return [
+            board.create_card(human(), "G", f"c{i}", acceptance_mode="off", meta=script).ref
+            for i in range(n)
+        ]
+
+    def done(refs: list[str]) -> bool:
+        return all(board.get(r).status.value == "done" for r in refs)
+
+    config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
+    env = lb_env(tmp_path, pg_url, config, os.environ["PATH"])
+    proc = subprocess.Popen(
+        [*LB, "start", "--agent", "scripted", "--tick-interval", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = add(3)
+        wait_for(lambda: done(first), timeout=120, what="the first cards done")
+        assert _end_sessions(pg_url) >= 1
+        second = add(3)
+        wait_for(lambda: done(second) or proc.poll() is not None, timeout=120,
+                 what="the cards made after the sessions ended")  # fmt: skip
+        assert proc.poll() is None, "the supervisor exited"
+        assert done(second)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert proc.returncode == 0
+    store.close()
+
+
+def test_a_supervisor_waits_while_the_database_is_down(pg_url: str, tmp_path: Path) -> None:
+    """While no connection can be made, the loop waits and tries again, saying so in its
+    log; once the database is back it ticks again. Stopping it meanwhile ends cleanly."""
+    import threading
+    from dataclasses import replace
+
+    from tests.cluster.test_passes_failover import Hosts
+
+    from laneboard.supervisor.loop import Supervisor
+
+    open_store(pg_url, create=True).close()
+    hosts = Hosts(pg_url, tmp_path, RealNowClock())
+    try:
+        a = hosts.runtime("a", register=False)
+        a.config = replace(a.config, time=replace(a.config.time, pool_heartbeat=1, pool_stale=5))
+        store: Any = a.store
+        real, down = store._connect, threading.Event()
+
+        def connect() -> Any:
+            if down.is_set():
+                raise psycopg.OperationalError("connection refused (the test's outage)")
+            return real()
+
+        store._connect = connect
+        sup = Supervisor(a)
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                sup.run()
+            except BaseException as exc:  # the test says what ended it
+                failed.append(exc)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        try:
+            wait_for(lambda: sup.ticks >= 1, timeout=60, what="the first tick")
+            down.set()
+            _end_sessions(pg_url)
+            log = tmp_path / "a.log"
+            wait_for(lambda: "the database is out of reach" in log.read_text() or bool(failed),
+                     timeout=60, what="the loop saying the database is away")  # fmt: skip
+            assert runner.is_alive() and not failed, failed
+            down.clear()
+            ticks = sup.ticks
+            Board(a.store).add_project(human(), "BACK")  # news: the loop ticks for it
+            wait_for(lambda: sup.ticks > ticks or bool(failed), timeout=60,
+                     what="a tick after the database came back")  # fmt: skip
+            assert not failed, failed
+            wait_for(lambda: "the database is reachable again" in log.read_text(), timeout=60,
+                     what="the loop saying the database is back")  # fmt: skip
+            down.set()  # and a stop while it is away again ends cleanly
+            _end_sessions(pg_url)
+        finally:
+            sup.stop_event.set()
+            runner.join(60)
+        assert not runner.is_alive() and not failed, failed
+        assert "signing off failed" in (tmp_path / "a.log").read_text()
+    finally:
+        hosts.close()
