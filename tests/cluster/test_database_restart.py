@@ -166,3 +166,19 @@ def test_a_supervisor_waits_while_the_database_is_down(pg_url: str, tmp_path: Pa
         assert "signing off failed" in (tmp_path / "a.log").read_text()
     finally:
         hosts.close()
+
+
+def test_a_call_that_finds_the_database_gone_is_refused_as_unavailable() -> None:
+    """What the board socket and ``lb serve`` answer for a call the server ended under it
+    (``AdminShutdown`` and its kin are ``OperationalError``s by class, not by name)."""
+    from laneboard.ops.endpoint import store_error
+
+    for exc in (
+        psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+        psycopg.OperationalError("connection refused"),
+        psycopg.InterfaceError("the connection is closed"),
+    ):
+        known = store_error(exc)
+        assert known is not None and known.code == "STORE_UNAVAILABLE", exc
+        assert known.http_status == 503
+    assert store_error(ValueError("a bug")) is None

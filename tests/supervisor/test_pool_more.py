@@ -350,3 +350,57 @@ def test_evicting_a_finished_cards_session_records_it_closed(
     assert evict(done.id, "lane-done") == "closed"
     assert evict(open_.id, "lane-open") == "idle"
     store.close()
+
+
+def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A turn thread that cannot record its end, or hand its row back, because the
+    database is out of reach leaves its row ``processing`` under this live supervisor;
+    the next recovery (``ping``) finds no thread for it and requeues it."""
+    from laneboard.errors import LaneboardError
+    from laneboard.supervisor import records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.pool import Pool
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(store_url)
+    board = Board(store)
+    board.add_project(human(), "W", path=str(tmp_path))
+    card = board.create_card(human(), "W", "work")
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
+    with store.write() as tx:
+        rt.instance = instances.register(tx, "m", rt.config.time, {"pid": os.getpid()})
+    claimed = board.claim(human(), card.ref, holder="worker")
+    with store.write() as tx:
+        queued = records.enqueue(tx, "handoff", card.id, "worker", card.project_id, "m",
+                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
+        assert queued is not None
+        row = records.taken_row(tx, queued.id, rt.instance)
+    assert row is not None
+    pool = Pool(rt)
+    away = LaneboardError("STORE_UNAVAILABLE", "the database is away", "wait")
+
+    def turn(_row: object) -> None:
+        raise away  # the turn's own records fail: the database went away
+
+    real_write = store.write
+
+    def write() -> object:
+        raise away
+
+    pool._turn = turn  # type: ignore[method-assign]
+    store.write = write  # type: ignore[method-assign]
+    try:
+        pool._run(row)  # the thread's body: no exception escapes it
+    finally:
+        store.write = real_write  # type: ignore[method-assign]
+    assert "will be handed back" in (tmp_path / "l").read_text()
+    with store.read() as tx:
+        (left,) = records.queue_rows(tx, card_id=card.id)
+    assert (left.state, left.owner) == ("processing", rt.instance)
+    pool.recover()  # the database is back: the next ping requeues it
+    with store.read() as tx:
+        (back,) = records.queue_rows(tx, card_id=card.id)
+    assert back.state == "pending" and back.owner is None
+    store.close()

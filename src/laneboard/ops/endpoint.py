@@ -66,7 +66,9 @@ def store_error(exc: Exception) -> LaneboardError | None:
     if isinstance(exc, IntegrityError):
         return LaneboardError("CONFLICT", "the write conflicts with existing data", "retry")
     name = type(exc).__name__
-    if "OperationalError" in name or "ConnectionError" in name or "PoolTimeout" in name:
+    kinds = ("OperationalError", "InterfaceError", "ConnectionError", "PoolTimeout")
+    # by class, not by name: psycopg's AdminShutdown (a restart) is an OperationalError
+    if any(k in c.__name__ for c in type(exc).__mro__ for k in kinds):
         return LaneboardError(
             "STORE_UNAVAILABLE",
             f"the store did not answer: {name}",

@@ -159,6 +159,19 @@ class Pool:
             self._turn(row)
         except Exception as exc:  # a bug must not lose the row: hand it back
             self.rt.log.error("pool", f"turn crashed: {type(exc).__name__}: {exc}", queue=row.id)
+            self._hand_back(row, exc)
+        finally:
+            with self.lock:
+                gone = self.running.pop(row.id, None)
+            if gone is not None:
+                gone.done.set()
+            self.changed.set()
+
+    def _hand_back(self, row: QueueRow, exc: Exception) -> None:
+        """A crashed turn's row back to ``pending``; while the database is out of reach it
+        stays ``processing`` under this supervisor with no thread, and the next recovery
+        (``recover``, at each ping) hands it back."""
+        try:
             with self.rt.store.write() as tx:
                 records.set_row(
                     tx,
@@ -168,12 +181,12 @@ class Pool:
                     pid=None,
                     last_error=f"{type(exc).__name__}: {exc}",
                 )
-        finally:
-            with self.lock:
-                gone = self.running.pop(row.id, None)
-            if gone is not None:
-                gone.done.set()
-            self.changed.set()
+        except Exception as err:
+            if not self.rt.store.unavailable(err):
+                raise
+            self.rt.log.warn(
+                "pool", "the database is out of reach: the row will be handed back", queue=row.id
+            )
 
     # -- one turn ----------------------------------------------------------------------------
     def _turn(self, row: QueueRow) -> None:
@@ -453,7 +466,10 @@ class Pool:
             ):
                 with self.lock:
                     mine = row.id in self.running
-                if mine or (row.state == "processing" and row.owner in live_ids):
+                # a row this very supervisor took whose thread is gone (it ended while the
+                # database was away) is recovered; another live one's rows are its own
+                orphan = rt.instance is not None and row.owner == rt.instance
+                if mine or (row.state == "processing" and row.owner in live_ids and not orphan):
                     continue
                 if row.state == "processing" and pid_alive(row.pid):
                     report.append({"queue": row.id, "action": "orphan-alive", "pid": row.pid})
