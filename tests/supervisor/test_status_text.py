@@ -78,3 +78,22 @@ def test_a_role_this_machine_cannot_run_says_it_is_this_machine() -> None:
         "(no available kind (claude))" in lines
     )
     assert "  role reviewer: codex (role_agents)" in lines
+
+
+def test_a_machine_whose_clock_is_far_off_is_named() -> None:
+    def instance(offset: int) -> dict[str, Any]:
+        return {
+            "id": f"m{offset}:1:1",
+            "machine": f"m{offset}",
+            "state": "running",
+            "heartbeat_at": "2026-12-06T10:00:00Z",
+            "info": {"clock_offset_ms": offset},
+        }
+
+    lines = render_status(_report(instances=[instance(62_000), instance(-7_400), instance(900)]))
+    text = lines.splitlines()
+    assert any(line.endswith(", clock 62s ahead of the database's (fix its time sync)")
+               for line in text), lines  # fmt: skip
+    assert any(line.endswith(", clock 7s behind the database's (fix its time sync)")
+               for line in text), lines  # fmt: skip
+    assert any(line.endswith("beat 2026-12-06T10:00:00Z") for line in text), lines

@@ -39,6 +39,13 @@ class OpsQueries(Queries):
             "SELECT * FROM supervisors WHERE machine = ? AND state = 'running'", (machine,)
         )
 
+    def database_now_ms(self) -> int | None:
+        """The database server's own clock (PostgreSQL); None where the board is a file,
+        which every process reads on one machine's clock."""
+        if not self.pg:
+            return None
+        return int(self.scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"))
+
     def live_supervisors_everywhere(self) -> list[Row]:
         """Starting or running supervisors of every machine, oldest first."""
         return self.all(

@@ -35,6 +35,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from laneboard.domain.clock import SystemClock
 from laneboard.domain.model import system
 from laneboard.domain.status import Status
 from laneboard.store.tx import Tx
@@ -137,19 +138,42 @@ def failover_bound_ms(rt: Runtime) -> int:
 
 
 def declared(rt: Runtime) -> dict[str, Any]:
-    """What an instance tells the others in its row: how long without a beat it may be
-    fenced after — its own ``failover_beats`` of its own ``pool_heartbeat``, which another
-    machine's settings do not know."""
-    return {"failover_after_ms": failover_bound_ms(rt)}
+    """What an instance tells the others in its row, measured at each beat: how long
+    without a beat it may be fenced after (its own ``failover_beats`` of its own
+    ``pool_heartbeat``, which another machine's settings do not know), and how far its
+    clock, which stamps its beats, is ahead of the database server's."""
+    rt.clock_offset_ms = clock_offset_ms(rt)
+    return {"failover_after_ms": failover_bound_ms(rt), "clock_offset_ms": rt.clock_offset_ms}
 
 
-def _bound_of(row: dict[str, Any], own: int) -> int:
-    """The failover bound ``row``'s instance declared; ``own`` for one that declared none."""
+def clock_offset_ms(rt: Runtime) -> int:
+    """How far this machine's wall clock is ahead of the database server's, in ms (0 on a
+    board that is a file, or with a clock that is not the wall clock: a test's)."""
+    clock = rt.store.clock
+    if not isinstance(clock, SystemClock):
+        return 0
+    with rt.store.autocommit() as tx:
+        before = clock.now_ms()
+        server = tx.database_now_ms()
+        after = clock.now_ms()
+    return 0 if server is None else (before + after) // 2 - server
+
+
+def _declared(row: dict[str, Any], key: str) -> int | None:
+    """An integer ``row``'s instance declared in its info (None: it declared none)."""
     try:
-        got = json.loads(row.get("info") or "{}").get("failover_after_ms")
+        got = json.loads(row.get("info") or "{}").get(key)
     except (ValueError, AttributeError):
-        return own
-    return got if isinstance(got, int) and got > 0 else own
+        return None
+    return got if isinstance(got, int) and not isinstance(got, bool) else None
+
+
+def _cutoff(row: dict[str, Any], now: int, own_bound: int, own_offset: int) -> int:
+    """The heartbeat, on ``row``'s instance's own clock, before which it is silent: its
+    declared bound back from now, both clocks brought to the server's."""
+    bound = _declared(row, "failover_after_ms")
+    offset = _declared(row, "clock_offset_ms") or 0
+    return now - own_offset + offset - (bound if bound and bound > 0 else own_bound)
 
 
 def sweep(rt: Runtime) -> list[dict[str, Any]]:
@@ -161,7 +185,7 @@ def sweep(rt: Runtime) -> list[dict[str, Any]]:
             (r, cutoff)
             for r in tx.live_supervisors_everywhere()
             if r["id"] != rt.instance
-            and int(r["heartbeat_at"]) < (cutoff := now - _bound_of(r, own))
+            and int(r["heartbeat_at"]) < (cutoff := _cutoff(r, now, own, rt.clock_offset_ms))
         ]
     for row, cutoff in silent:
         with rt.store.write() as tx:

@@ -37,6 +37,7 @@ from laneboard.supervisor import (
     workflow,
 )
 from laneboard.supervisor.pool import Pool
+from laneboard.supervisor.reports_text import SKEW_SAID_MS
 from laneboard.supervisor.runs import RunsClock
 from laneboard.supervisor.runtime import Runtime
 
@@ -396,6 +397,12 @@ class Supervisor:
                 tx, rt.machine, rt.config.time, {"pid": os.getpid(), **cluster.declared(rt)}
             )
         rt.log.info("supervisor", "started", instance=rt.instance)
+        if abs(rt.clock_offset_ms) >= SKEW_SAID_MS:  # failover allows for it; people may not
+            rt.log.warn(
+                "supervisor",
+                f"this machine's clock is {rt.clock_offset_ms / 1000:+.0f}s off the "
+                "database server's: fix its time sync (NTP)",
+            )
         from laneboard.ops.table import by_name
 
         by_name()  # the board socket's operation table, built once here, not on a turn

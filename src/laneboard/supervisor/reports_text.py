@@ -41,6 +41,7 @@ def cluster_lines(report: dict[str, Any]) -> list[str]:
     for i in report.get("instances") or []:
         out.append(
             f"  instance {i['id']} on {i['machine']}: {i['state']}, beat {i['heartbeat_at']}"
+            + _skew((i.get("info") or {}).get("clock_offset_ms"))
         )
     cl = report.get("cluster") or {}
     running = {x["pass"]: x for x in cl.get("leases") or []}
@@ -53,6 +54,17 @@ def cluster_lines(report: dict[str, Any]) -> list[str]:
     for name, now in sorted(running.items()):
         out.append(f"  pass {name}: running on {now['holder']}")
     return ["cluster", *out] if out else []
+
+
+SKEW_SAID_MS = 5_000  # a machine's clock this far from the database's is named
+
+
+def _skew(offset: Any) -> str:
+    """A machine's clock, when it is far from the database server's."""
+    if not isinstance(offset, int) or abs(offset) < SKEW_SAID_MS:
+        return ""
+    way = "ahead of" if offset > 0 else "behind"
+    return f", clock {abs(offset) / 1000:.0f}s {way} the database's (fix its time sync)"
 
 
 def render_status(report: dict[str, Any]) -> str:

@@ -45,6 +45,9 @@ class Runtime:
     # news (every project write logs project.*) and on a tick without news
     projects_seen: tuple[list[Project], dict[int, dict[str, Any]]] | None = None
     keep_projects: bool = False
+    # how far this machine's clock is ahead of the database server's (ms), as last measured
+    # (``cluster.declared``, at each beat): failover compares heartbeats in server time
+    clock_offset_ms: int = 0
 
     def __post_init__(self) -> None:
         t = self.config.time

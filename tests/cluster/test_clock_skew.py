@@ -1,0 +1,70 @@
+"""Machines whose clocks disagree: failover compares each host's heartbeats in the
+database's time (each host measures how far its clock is from the server's at its beats
+and declares it), so a host whose clock runs a minute ahead does not fence a healthy one,
+and a silent host is still fenced after its bound."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
+from tests.supervisor.helpers import config
+
+from laneboard.domain.clock import SystemClock
+from laneboard.store import Store, open_store
+from laneboard.supervisor import cluster, instances
+from laneboard.supervisor.logs import LogFile
+from laneboard.supervisor.runtime import Runtime
+
+AHEAD_MS = 60_000  # more than the default failover bound (3 beats of 15 s)
+
+
+class Ahead(SystemClock):
+    """The wall clock of a machine whose time runs ahead."""
+
+    def now_ms(self) -> int:
+        return super().now_ms() + AHEAD_MS
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    schema = make_pg_schema()
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        drop_pg_schema(schema)
+
+
+def _host(url: str, tmp: Path, name: str, clock: SystemClock, stores: list[Store]) -> Runtime:
+    store = open_store(url, clock)
+    stores.append(store)
+    rt = Runtime(store, config(tmp / name), name, LogFile(str(tmp / f"{name}.log")))
+    rt.pool_alive = lambda: True
+    with store.write() as tx:
+        rt.instance = instances.register(
+            tx, name, rt.config.time, {"pid": 1, **cluster.declared(rt)}
+        )
+    return rt
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_fence_a_healthy_one(
+    pg_url: str, tmp_path: Path
+) -> None:
+    stores: list[Store] = []
+    try:
+        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
+        b = _host(pg_url, tmp_path, "b", Ahead(), stores)
+        assert abs(cluster.declared(b)["clock_offset_ms"] - AHEAD_MS) < 5_000
+        assert cluster.sweep(b) == []  # a beat just now, by its own clock and the server's
+        assert cluster.sweep(a) == []  # and b, seen from a, is no more silent than it is
+        with a.store.write() as tx:  # a falls silent: its last beat is long past
+            tx.run(
+                "UPDATE supervisors SET heartbeat_at = heartbeat_at - ? WHERE id = ?",
+                (cluster.failover_bound_ms(a) + 5_000, a.instance),
+            )
+        assert [f["instance"] for f in cluster.sweep(b)] == [a.instance]
+    finally:
+        for s in stores:
+            s.close()
