@@ -200,3 +200,28 @@ def test_lb_doctor_json_subprocess(tmp_path: Path) -> None:
         timeout=60,
     )
     assert json.loads(out.stdout)["attention"] is False
+
+
+def test_a_machine_without_a_supervisor_does_not_judge_its_agents_in_a_cluster(
+    tmp_path: Path,
+) -> None:
+    """On a machine that only looks at the board (a laptop, while other machines run the
+    cluster's supervisors), the agent kinds it lacks are not a reason for attention:
+    that machine runs no agent. With no supervisor anywhere they still are (a setup being
+    checked before its first start)."""
+    import os as _os
+
+    from laneboard.domain.timecontract import TimeContract
+    from laneboard.supervisor import instances
+
+    clock = FakeClock()
+    store = open_store(f"sqlite:///{tmp_path / 'b.db'}", clock)
+    none = SupervisorConfig(default_agent="no-such-kind")  # this machine can run no role
+    alone = doctor_report(store, clock, none, machine="laptop")
+    assert any("has no available agent kind" in r for r in alone["reasons"]), alone["reasons"]
+    with store.write() as tx:  # a supervisor runs on another machine of the cluster
+        instances.register(tx, "worker1", TimeContract(), {"pid": _os.getpid()})
+    rep = doctor_report(store, clock, none, machine="laptop")
+    assert not any("has no available agent kind" in r for r in rep["reasons"]), rep["reasons"]
+    assert "no supervisor runs on this machine" in render(rep)
+    store.close()

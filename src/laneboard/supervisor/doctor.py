@@ -261,7 +261,13 @@ def doctor_report(
         reasons.append(f"supervisor {sup_state}")
     if patrol_stale:
         reasons.append("patrol has not completed recently")
-    reasons += boundary_reasons(status.get("boundary"))
+    # the agent kinds this machine lacks matter where it runs agents, or where nothing
+    # does yet (a setup checked before its first start); not on a machine that only
+    # looks at a board other machines' supervisors run
+    elsewhere = sorted({i["machine"] for i in status.get("instances") or []} - {here})
+    judged = sup_state not in ("absent", "stopped") or not elsewhere
+    if judged:
+        reasons += boundary_reasons(status.get("boundary"))
     for lease in status.get("leases") or []:
         if lease["blocking"]:
             reasons.append(
@@ -306,6 +312,8 @@ def doctor_report(
         "lanes": lanes,
         "schedules": schedules,
         "boundary": status.get("boundary"),
+        "agents_judged": judged,
+        "supervisors_elsewhere": elsewhere,
         "leases": status.get("leases") or [],
     }
 

@@ -149,6 +149,14 @@ def render_doctor(r: dict[str, Any]) -> str:
         f"sessions    {len(r['sessions'])} live",
         *lease_lines(r.get("leases") or []),
         f"sandbox     {(r.get('boundary') or {}).get('sandbox', {}).get('line', '-')}",
+        *(
+            []
+            if r.get("agents_judged", True)
+            else [
+                "agents      not judged: no supervisor runs on this machine (the cluster's "
+                f"run on {', '.join(r.get('supervisors_elsewhere') or [])})"
+            ]
+        ),
         f"board       {r['board']['cards_read']} cards read"
         + (" TRUNCATED" if r["board"]["truncated"] else ""),
     ]
