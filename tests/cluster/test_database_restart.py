@@ -4,6 +4,7 @@ and a running supervisor rides it out and goes on draining the board."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -182,3 +183,93 @@ def test_a_call_that_finds_the_database_gone_is_refused_as_unavailable() -> None
         assert known is not None and known.code == "STORE_UNAVAILABLE", exc
         assert known.http_status == 503
     assert store_error(ValueError("a bug")) is None
+
+
+def test_a_local_command_whose_database_goes_away_fails_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store failure in the middle of a local command is the one-line
+    ``STORE_UNAVAILABLE`` refusal, never a traceback."""
+    from laneboard.cli import local
+    from laneboard.errors import LaneboardError
+    from laneboard.ops.table import by_name
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    open_store(url, create=True).close()
+    runner = local.LocalRunner(url)
+
+    def gone(*_a: object, **_k: object) -> object:
+        raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+
+    monkeypatch.setattr(local, "invoke", gone)
+    with pytest.raises(LaneboardError) as err:
+        runner.call(by_name()["card.list"], {})
+    assert err.value.code == "STORE_UNAVAILABLE" and "\n" not in err.value.line()
+
+
+def test_a_follower_waits_for_the_board_to_come_back_and_misses_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``lb events tail --follow`` while the board is out of reach (the database restarting,
+    ``lb serve`` restarting): it says so once, keeps its cursor, and goes on from it."""
+    from laneboard.errors import LaneboardError
+    from laneboard.ops.board import EVENTS, follow_events
+
+    def event(i: int) -> dict[str, Any]:
+        return {"id": i, "cursor": str(i), "at": "2026-12-06T10:00:00.000Z", "type": "card.moved",
+                "actor": "human:alice", "payload": {}}  # fmt: skip
+
+    asked: list[str | None] = []
+    answers: list[Any] = [
+        [event(1)],
+        LaneboardError("STORE_UNAVAILABLE", "no board answers", "start it"),
+        LaneboardError("STORE_UNAVAILABLE", "no board answers", "start it"),
+        [event(2), event(3)],
+    ]
+
+    class Runner:
+        def call(self, _op: object, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+            asked.append(params.get("after"))
+            got = answers.pop(0)
+            if isinstance(got, Exception):
+                raise got
+            return got, {"cursor": got[-1]["cursor"] if got else "0"}
+
+    cli = {"follow": True, "max_events": 3, "interval": 0.001}
+    assert follow_events(Runner(), EVENTS, {}, cli, as_json=True) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2, 3]
+    assert asked == [None, "1", "1", "1"]  # each try resumes from the same cursor
+    assert err.count("out of reach") == 1 and "back" in err
+
+
+def test_a_transcript_follower_waits_for_the_board_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from laneboard.errors import LaneboardError
+    from laneboard.ops.turns import TRANSCRIPT_OP, follow_transcript
+
+    def entry(i: int) -> dict[str, Any]:
+        return {"id": i, "seq": i, "turn": 1, "type": "message", "text": f"step {i}",
+                "at": "2026-12-06T10:00:00.000Z"}  # fmt: skip
+
+    asked: list[Any] = []
+    answers: list[Any] = [
+        {"entries": [entry(1)], "running": {"turn": 1}, "cursor": 1},
+        LaneboardError("STORE_UNAVAILABLE", "no board answers", "start it"),
+        {"entries": [entry(2)], "running": None, "cursor": 2},
+    ]
+
+    class Runner:
+        def call(self, _op: object, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+            asked.append(params.get("after"))
+            got = answers.pop(0)
+            if isinstance(got, Exception):
+                raise got
+            return got, {}
+
+    cli = {"follow": True, "interval": 0.001}
+    assert follow_transcript(Runner(), TRANSCRIPT_OP, {"ref": "W-1"}, cli, as_json=True) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2]
+    assert asked == [None, 1, 1] and err.count("out of reach") == 1

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from laneboard.cli.common import clock_from_env, keep_token, token_from_env, user_name
+from laneboard.errors import LaneboardError
 from laneboard.ops.invoke import Call, invoke
 from laneboard.ops.spec import Op, Params
 
@@ -56,7 +57,15 @@ class LocalRunner:
             load_supervisor_config()
         token_file = os.environ.get("LANEBOARD_TOKEN_FILE") or None
         call = Call(self.board, self.actor(), renew=token_file is not None)
-        data = invoke(op, call, params)
+        try:
+            data = invoke(op, call, params)
+        except Exception as exc:  # the database went away mid-call: one line, not a trace
+            from laneboard.ops.endpoint import store_error
+
+            known = None if isinstance(exc, LaneboardError) else store_error(exc)
+            if known is None:
+                raise
+            raise known from exc
         if call.token and token_file:
             keep_token(token_file, call.token)
         # what a remote board would send: the same JSON, so the same rendering

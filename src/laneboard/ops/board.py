@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from laneboard.errors import bad_input
+from laneboard.errors import LaneboardError, bad_input
 from laneboard.ops import schemas as R
 from laneboard.ops.invoke import Call
 from laneboard.ops.render import event_line, pairs, table
@@ -294,6 +294,7 @@ def follow_events(runner: Any, op: Op, params: Params, cli: Params, as_json: boo
         return 0
     count = 0
     shown = {e["id"] for e in data}  # the first reads after the head may repeat some of them
+    away = Away(interval)
     while True:
         for e in data:
             sys.stdout.write((json.dumps(e, sort_keys=True) if as_json else event_line(e)) + "\n")
@@ -302,10 +303,49 @@ def follow_events(runner: Any, op: Op, params: Params, cli: Params, as_json: boo
                 sys.stdout.flush()
                 return 0
         sys.stdout.flush()
-        time.sleep(interval)
+        time.sleep(away.wait())
         after = {k: v for k, v in params.items() if k not in ("last", "after")}
-        data, notes = runner.call(op, {**after, "after": str(notes.get("cursor", "0"))})
+        cursor = str(notes.get("cursor", "0"))
+        try:
+            data, notes = runner.call(op, {**after, "after": cursor})
+        except LaneboardError as err:
+            if err.code != "STORE_UNAVAILABLE":
+                raise
+            away.failed(err)
+            data, notes = [], {**notes, "cursor": cursor}  # the same cursor, tried again
+            continue
+        away.back()
         data = [e for e in data if e["id"] not in shown]
+
+
+class Away:
+    """A follower's pace: its interval, and while the board is out of reach (the database
+    or ``lb serve`` restarting) a wait doubling up to ``AWAY_MAX_S``, said once on
+    stderr when it begins and once when the board answers again."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval, self.next = interval, interval
+
+    def wait(self) -> float:
+        return self.next
+
+    def failed(self, err: LaneboardError) -> None:
+        import sys
+
+        if self.next == self.interval:
+            sys.stderr.write(f"the board is out of reach ({err.message}); following again "
+                             "when it answers, from the same cursor\n")  # fmt: skip
+        self.next = min(max(self.next * 2, self.interval), AWAY_MAX_S)
+
+    def back(self) -> None:
+        import sys
+
+        if self.next != self.interval:
+            sys.stderr.write("the board is back: following\n")
+            self.next = self.interval
+
+
+AWAY_MAX_S = 30.0
 
 
 EVENTS = Op(

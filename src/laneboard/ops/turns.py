@@ -93,6 +93,10 @@ def follow_transcript(runner: Any, op: Op, params: Params, cli: Params, as_json:
         else:
             sys.stdout.write(transcript_text(data, params, notes) + "\n")
         return 0
+    from laneboard.errors import LaneboardError
+    from laneboard.ops.board import Away
+
+    away = Away(interval)
     while True:
         for e in data["entries"]:
             sys.stdout.write((json.dumps(e, sort_keys=True) if as_json else entry_line(e)) + "\n")
@@ -100,8 +104,17 @@ def follow_transcript(runner: Any, op: Op, params: Params, cli: Params, as_json:
         # the entries are read with the turn's state: once none runs, they are all here
         if data["running"] is None and len(data["entries"]) < int(params.get("limit") or 500):
             return 0
-        time.sleep(interval)
-        data, notes = runner.call(op, {**params, "after": data["cursor"]})
+        time.sleep(away.wait())
+        try:
+            got, notes = runner.call(op, {**params, "after": data["cursor"]})
+        except LaneboardError as err:
+            if err.code != "STORE_UNAVAILABLE":
+                raise
+            away.failed(err)  # the board is out of reach: the same cursor, tried again
+            data = {**data, "entries": []}
+            continue
+        away.back()
+        data = got
 
 
 TRANSCRIPT_OP = Op(
