@@ -19,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from laneboard.errors import bad_input
+from laneboard.errors import LaneboardError, bad_input
 from laneboard.ops.clock import HEADER, PinnedClock, call_time
+from laneboard.ops.endpoint import store_error
 from laneboard.ops.invoke import Call, invoke
 from laneboard.ops.spec import Op, Param, Params, Route
 from laneboard.ops.table import all_ops
@@ -131,13 +132,22 @@ def _body(raw: bytes, names: list[str]) -> Params:
 
 
 def run(srv: Server, op: Op, call: Call, params: Params, now: str | None) -> Any:
-    """``invoke`` under a caller's pinned time, where this board's clock is pinned."""
+    """``invoke`` under a caller's pinned time, where this board's clock is pinned; a
+    database out of reach is the ``STORE_UNAVAILABLE`` refusal (503), like any other."""
     clock = srv.store.clock
     at = call_time(clock, now)
-    if isinstance(clock, PinnedClock):
-        with clock.at(at):
-            return invoke(op, call, params)
-    return invoke(op, call, params)
+    try:
+        if isinstance(clock, PinnedClock):
+            with clock.at(at):
+                return invoke(op, call, params)
+        return invoke(op, call, params)
+    except LaneboardError:
+        raise
+    except Exception as exc:
+        known = store_error(exc)
+        if known is None:
+            raise
+        raise known from exc
 
 
 def endpoint(srv: Server, methods: dict[str, Bound]) -> Callable[[Request], Awaitable[Response]]:

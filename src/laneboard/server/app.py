@@ -71,14 +71,11 @@ async def on_integrity(_request: Request, _exc: Exception) -> Response:
 
 
 async def on_other(_request: Request, exc: Exception) -> Response:
-    if "OperationalError" in type(exc).__name__ or "ConnectionError" in type(exc).__name__:
-        return _error(
-            LaneboardError(
-                "STORE_UNAVAILABLE",
-                f"the store did not answer: {type(exc).__name__}",
-                "check the database and retry",
-            )
-        )
+    from laneboard.ops.endpoint import store_error
+
+    known = store_error(exc)
+    if known is not None:
+        return _error(known)
     body = {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"[:300]}
     return JSONResponse(body, status_code=500)
 

@@ -148,6 +148,14 @@ class AuthMiddleware:
         except LaneboardError as err:
             await _refusal(err)(scope, receive, send)
             return
+        except Exception as exc:  # a token looked up while the database is out of reach
+            from laneboard.ops.endpoint import store_error
+
+            known = store_error(exc)
+            if known is None:
+                raise
+            await _refusal(known)(scope, receive, send)
+            return
         scope.setdefault("state", {})[ACTOR_KEY] = actor
         await self.app(scope, _bounded(receive), send)
 

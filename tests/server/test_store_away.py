@@ -1,0 +1,57 @@
+"""``lb serve`` while its PostgreSQL server is out of reach: every request is answered
+``503 STORE_UNAVAILABLE`` (tokenless, with a token, a write), nothing raises in the
+application, and it serves again once the database is back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from starlette.testclient import TestClient
+
+from laneboard.board.service import Board
+from laneboard.board.tokens import Tokens
+from laneboard.domain.model import human
+from laneboard.server.app import create_app
+from laneboard.store import Store
+
+LOCAL = "http://127.0.0.1"
+
+
+@pytest.fixture
+def pg(store: Store) -> Iterator[Store]:
+    if store.dialect != "postgresql":
+        pytest.skip("a database server that goes away is PostgreSQL's")
+    yield store
+
+
+def test_requests_while_the_database_is_away_are_refused_as_unavailable(pg: Store) -> None:
+    board = Board(pg)
+    board.add_project(human("alice"), "S")
+    token, _ = Tokens(pg).create(human("alice"), "bob", kind="human")
+    app = create_app(pg, local_user="alice", with_mcp=False)
+    raw: Any = pg
+    real = raw._connect
+
+    def refused() -> Any:
+        raise psycopg.OperationalError("connection refused (the test's outage)")
+
+    with TestClient(app, base_url=LOCAL, client=("127.0.0.1", 50000)) as c:
+        assert c.get("/api/v1/cards").status_code == 200
+        raw._connect = refused
+        raw._drop_idle()
+        try:
+            for got in (
+                c.get("/api/v1/cards"),
+                c.get("/api/v1/cards", headers={"Authorization": f"Bearer {token}"}),
+                c.post("/api/v1/cards", json={"project": "S", "title": "t"}),
+            ):
+                assert got.status_code == 503, got.text
+                assert got.json()["code"] == "STORE_UNAVAILABLE"
+        finally:
+            raw._connect = real
+        assert (
+            c.get("/api/v1/cards", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        )
