@@ -236,3 +236,23 @@ def test_lb_start_serves_the_board_socket(sqlite_store_url: str, tmp_path: Path)
         proc.terminate()
         proc.communicate(timeout=60)  # reads and closes stderr
     assert not (state / "run" / "board.sock").exists()  # it goes with the supervisor
+
+
+def test_a_call_while_the_database_is_away_is_refused_as_unavailable(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The token's lookup, not only the call, can find the database gone: the agent's
+    ``lb`` gets ``503 STORE_UNAVAILABLE`` (and tries again), not a dropped connection."""
+    import sqlite3
+
+    store, sock = served
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+
+    def away(*_a: object, **_k: object) -> object:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Tokens, "resolve", away)
+    status, _, doc = _ask(
+        sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
+    )
+    assert status == 503 and doc["error"]["code"] == "STORE_UNAVAILABLE"  # type: ignore[index]

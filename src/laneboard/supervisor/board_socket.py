@@ -28,7 +28,7 @@ from typing import Any
 from laneboard.board.service import Board
 from laneboard.errors import LaneboardError
 from laneboard.ops import unix
-from laneboard.ops.endpoint import PREFIX, answer
+from laneboard.ops.endpoint import PREFIX, answer, store_error
 from laneboard.ops.validate import MAX_BODY
 
 READ_TIMEOUT_S = 30.0
@@ -100,6 +100,12 @@ class _Handler(BaseHTTPRequestHandler):
             actor = self._actor()
         except LaneboardError as err:
             self._refuse(err, {"WWW-Authenticate": 'Bearer realm="laneboard"'})
+            return
+        except Exception as exc:  # the token's lookup found the database out of reach
+            known = store_error(exc)
+            if known is None:
+                raise
+            self._refuse(known)
             return
         status, doc = answer(
             self.server.board, actor, self.path[len(PREFIX) :], body, dict(self.headers.items())
