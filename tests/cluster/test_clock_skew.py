@@ -5,11 +5,8 @@ and a silent host is still fenced after its bound."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
 from tests.supervisor.helpers import config
 
 from laneboard.domain.clock import SystemClock
@@ -26,15 +23,6 @@ class Ahead(SystemClock):
 
     def now_ms(self) -> int:
         return super().now_ms() + AHEAD_MS
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    schema = make_pg_schema()
-    try:
-        yield pg_schema_url(schema)
-    finally:
-        drop_pg_schema(schema)
 
 
 def _host(url: str, tmp: Path, name: str, clock: SystemClock, stores: list[Store]) -> Runtime:

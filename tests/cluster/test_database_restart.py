@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,23 @@ def test_a_local_command_whose_database_goes_away_fails_with_one_line(
     assert err.value.code == "STORE_UNAVAILABLE" and "\n" not in err.value.line()
 
 
+class Scripted:
+    """A runner that answers a follower's calls from a list (an error is raised), and
+    records the cursor each call resumed from."""
+
+    def __init__(
+        self, answers: list[Any], asked: list[Any], notes: Callable[[Any], dict[str, Any]]
+    ) -> None:
+        self.answers, self.asked, self.notes = answers, asked, notes
+
+    def call(self, _op: object, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        self.asked.append(params.get("after"))
+        got = self.answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got, self.notes(got)
+
+
 def test_a_follower_waits_for_the_board_to_come_back_and_misses_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -227,16 +244,11 @@ def test_a_follower_waits_for_the_board_to_come_back_and_misses_nothing(
         [event(2), event(3)],
     ]
 
-    class Runner:
-        def call(self, _op: object, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-            asked.append(params.get("after"))
-            got = answers.pop(0)
-            if isinstance(got, Exception):
-                raise got
-            return got, {"cursor": got[-1]["cursor"] if got else "0"}
+    def notes(got: Any) -> dict[str, Any]:
+        return {"cursor": got[-1]["cursor"] if got else "0"}
 
     cli = {"follow": True, "max_events": 3, "interval": 0.001}
-    assert follow_events(Runner(), EVENTS, {}, cli, as_json=True) == 0
+    assert follow_events(Scripted(answers, asked, notes), EVENTS, {}, cli, as_json=True) == 0
     out, err = capsys.readouterr()
     assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2, 3]
     assert asked == [None, "1", "1", "1"]  # each try resumes from the same cursor
@@ -260,16 +272,9 @@ def test_a_transcript_follower_waits_for_the_board_too(
         {"entries": [entry(2)], "running": None, "cursor": 2},
     ]
 
-    class Runner:
-        def call(self, _op: object, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-            asked.append(params.get("after"))
-            got = answers.pop(0)
-            if isinstance(got, Exception):
-                raise got
-            return got, {}
-
+    runner = Scripted(answers, asked, lambda _got: {})
     cli = {"follow": True, "interval": 0.001}
-    assert follow_transcript(Runner(), TRANSCRIPT_OP, {"ref": "W-1"}, cli, as_json=True) == 0
+    assert follow_transcript(runner, TRANSCRIPT_OP, {"ref": "W-1"}, cli, as_json=True) == 0
     out, err = capsys.readouterr()
     assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2]
     assert asked == [None, 1, 1] and err.count("out of reach") == 1

@@ -20,13 +20,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from tests.conftest import PG_BASE, drop_pg_schema, make_pg_schema, pg_schema_url
+from tests.conftest import PG_BASE
 
 from laneboard.board.service import Board
 from laneboard.domain.model import human
@@ -48,15 +48,6 @@ def _until(cond: Callable[[], bool], what: str, timeout: float = 480.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    schema = make_pg_schema()
-    try:
-        yield pg_schema_url(schema)
-    finally:
-        drop_pg_schema(schema)
 
 
 class Host:
