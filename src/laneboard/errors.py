@@ -24,6 +24,7 @@ CODES: dict[str, tuple[int, int]] = {
     "VERSION_CONFLICT": (409, 1),
     "STORE_UNAVAILABLE": (503, 1),
     "SUPERVISOR_RUNNING": (409, 1),
+    "BOARD_NEWER": (409, 1),
     "LOCK_HELD": (409, 3),
     "WORKSPACE_BASE_UNRESOLVED": (409, 1),
     "WORKSPACE_ERROR": (409, 1),

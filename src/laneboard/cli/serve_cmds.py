@@ -84,6 +84,7 @@ def cmd_serve(ctx: Context) -> int:
         raise LaneboardError(
             "BAD_INPUT", f"port {a.port} is out of range", "use 1-65535, or 0 for a free one"
         )
+    ctx.store.require_known_schema()  # an older server never serves a newer board
     name = user_name()
     trusted = tuple(a.trust) if a.trust else DEFAULT_TRUSTED
     app = create_app(ctx.store, local_user=name, trusted=trusted, with_mcp=not a.no_mcp)

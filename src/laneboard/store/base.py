@@ -303,6 +303,24 @@ class Store(abc.ABC):
             rows = conn.execute("SELECT version FROM schema_migrations")
         return {int(r["version"]) for r in rows}
 
+    def require_known_schema(self) -> None:
+        """Refuse (``BOARD_NEWER``) a board a newer laneboard migrated: a migration is
+        applied that this code does not know. A resident process (``lb start``,
+        ``lb serve``) checks it before it runs: its passes and rows may mean something
+        else on that board."""
+        from laneboard.errors import LaneboardError
+
+        known = {m.version for m in all_migrations()}
+        unknown = sorted(self.applied_versions() - known)
+        if unknown:
+            raise LaneboardError(
+                "BOARD_NEWER",
+                f"a newer laneboard migrated this board (migration {unknown[-1]}; this one "
+                f"knows up to {max(known)})",
+                "upgrade laneboard on this machine as on the one that migrated it: "
+                "pip install -U laneboard",
+            )
+
     def ensure_schema(self) -> None:
         """Apply the migrations this board lacks: one numbered below the newest applied
         (added later in a gap of the numbering) counts as well as a newer one."""

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def preflight(rt: Runtime) -> SandboxStatus:
+    rt.store.require_known_schema()  # an older supervisor never runs a newer board
     cfg = rt.config
     for kind, settings in sorted(cfg.agent_kinds.items()):
         allow_all_reason(kind, settings)
