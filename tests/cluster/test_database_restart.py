@@ -278,3 +278,30 @@ def test_a_transcript_follower_waits_for_the_board_too(
     out, err = capsys.readouterr()
     assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2]
     assert asked == [None, 1, 1] and err.count("out of reach") == 1
+
+
+def test_a_connection_on_a_descriptor_past_1024_is_checked_too(pg_url: str) -> None:
+    """A supervisor with many sessions has descriptors past ``select``'s 1024: the idle
+    check still tells a live connection from a dead one there."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("this machine allows too few descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = open_store(pg_url, create=True)
+        with store.read() as tx:
+            tx.one("SELECT 1 AS x")
+        raw: Any = store
+        assert max(c.pgconn.socket for c in raw._all) > 1024
+        assert store.query("SELECT 1 AS x") == [{"x": 1}]
+        assert len(raw._all) == 1  # the same connection, found alive: none was made
+        _end_sessions(pg_url)
+        assert store.query("SELECT 2 AS x") == [{"x": 2}]
+        store.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -152,11 +152,13 @@ def _alive(raw: Any) -> bool:
         return False
     pg = raw.pgconn
     try:
+        ready = select.poll()  # not select(): a busy process's descriptors pass 1024
+        ready.register(pg.socket, select.POLLIN)
         for _ in range(2):  # the server's goodbye, then its end of file
-            if not select.select([pg.socket], [], [], 0)[0]:
+            if not ready.poll(0):
                 break
             pg.consume_input()
-    except (psycopg.OperationalError, OSError, ValueError):
+    except (psycopg.OperationalError, OSError):
         return False
     return bool(pg.status == ConnStatus.OK)
 
@@ -241,9 +243,10 @@ class PostgresStore(Store):
 
     def _acquire(self) -> Any:
         raw = super()._acquire()
-        while not _alive(raw):  # the server ended it while it idled here: a new one
+        if not _alive(raw):  # the server ended it while it idled here, and the others too
             self._release(raw, broken=True)
-            raw = super()._acquire()
+            self._drop_idle()
+            raw = super()._acquire()  # a new one (a write's BEGIN checks it anyway)
         left, gap = self._replan_in[raw]
         if left <= 0:
             self._replan(raw)
