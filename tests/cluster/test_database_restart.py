@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import psycopg
 import pytest
 from tests.conftest import PG_BASE, drop_pg_schema, make_pg_schema, pg_schema_url
 from tests.supervisor.helpers import RealNowClock, wait_for
-from tests.supervisor.test_loud_failures import LB, lb_env
+from tests.supervisor.test_loud_failures import lb_env, spawn_start
 
 from laneboard.board.service import Board
 from laneboard.domain.model import human
@@ -86,10 +85,7 @@ def test_a_supervisor_rides_out_the_database_ending_its_sessions(
 
     config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
     env = lb_env(tmp_path, pg_url, config, os.environ["PATH"])
-    proc = subprocess.Popen(
-        [*LB, "start", "--agent", "scripted", "--tick-interval", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = spawn_start(env)
     try:
         first = add(3)
         wait_for(lambda: done(first), timeout=120, what="the first cards done")
@@ -287,7 +283,10 @@ def test_a_connection_on_a_descriptor_past_1024_is_checked_too(pg_url: str) -> N
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1200:
-        pytest.skip("this machine allows too few descriptors")
+        # deliberate: a process whose hard limit is under 1,200 descriptors can never
+        # have one past 1024, so the case this test covers cannot arise there (Debian's
+        # default hard limit, as on CI, is far above it)
+        pytest.skip("the hard limit on descriptors is under 1,200: none can pass 1024")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:

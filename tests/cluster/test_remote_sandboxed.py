@@ -9,13 +9,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 from tests.cluster.test_remote_lanes import bare_remote
 from tests.supervisor.helpers import RealNowClock, wait_for
-from tests.supervisor.test_loud_failures import LB, lb_env
+from tests.supervisor.test_loud_failures import lb_env, spawn_start
 
 from laneboard.board.service import Board
 from laneboard.domain.model import human
@@ -47,10 +46,7 @@ def test_an_agent_in_a_remote_projects_lane_lands_only_through_the_runtime(
     )
     config = '[supervisor]\nsandbox = "bwrap"\n'
     env = lb_env(tmp_path, store_url, config, os.environ["PATH"])
-    proc = subprocess.Popen(
-        [*LB, "start", "--agent", "scripted", "--tick-interval", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = spawn_start(env)
     try:
         wait_for(lambda: board.get(card.ref).status.value == "done", timeout=120,
                  what="the card done")  # fmt: skip

@@ -10,21 +10,28 @@ from typing import Any
 import psycopg
 import pytest
 from starlette.testclient import TestClient
+from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
 
 from laneboard.board.service import Board
 from laneboard.board.tokens import Tokens
 from laneboard.domain.model import human
 from laneboard.server.app import create_app
-from laneboard.store import Store
+from laneboard.store import Store, open_store
 
 LOCAL = "http://127.0.0.1"
 
 
 @pytest.fixture
-def pg(store: Store) -> Iterator[Store]:
-    if store.dialect != "postgresql":
-        pytest.skip("a database server that goes away is PostgreSQL's")
-    yield store
+def pg() -> Iterator[Store]:
+    """A board on PostgreSQL only: a database server that goes away is PostgreSQL's (a
+    SQLite board is a file the process opens itself)."""
+    schema = make_pg_schema()
+    store = open_store(pg_schema_url(schema), create=True)
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_pg_schema(schema)
 
 
 def test_requests_while_the_database_is_away_are_refused_as_unavailable(pg: Store) -> None:

@@ -37,6 +37,14 @@ def lb_env(tmp_path: Path, url: str, config: str, path: str) -> dict[str, str]:
     return env
 
 
+def spawn_start(env: dict[str, str]) -> subprocess.Popen[str]:
+    """``lb start --agent scripted`` ticking every second, its stderr kept to assert on."""
+    return subprocess.Popen(
+        [*LB, "start", "--agent", "scripted", "--tick-interval", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def a_board(tmp_path: Path, repo: Path) -> str:
     url = f"sqlite:///{tmp_path / 'board.db'}"
     store = open_store(url, RealNowClock())

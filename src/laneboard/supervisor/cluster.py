@@ -30,7 +30,6 @@ closed queue rows are never started again.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,7 @@ from laneboard.domain.clock import SystemClock
 from laneboard.domain.model import system
 from laneboard.domain.status import Status
 from laneboard.store.tx import Tx
-from laneboard.supervisor import records
+from laneboard.supervisor import instances, records
 
 if TYPE_CHECKING:
     from laneboard.supervisor.runtime import Runtime
@@ -161,10 +160,7 @@ def clock_offset_ms(rt: Runtime) -> int:
 
 def _declared(row: dict[str, Any], key: str) -> int | None:
     """An integer ``row``'s instance declared in its info (None: it declared none)."""
-    try:
-        got = json.loads(row.get("info") or "{}").get(key)
-    except (ValueError, AttributeError):
-        return None
+    got = instances.info_of(row).get(key)
     return got if isinstance(got, int) and not isinstance(got, bool) else None
 
 

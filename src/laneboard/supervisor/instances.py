@@ -40,12 +40,18 @@ def here() -> str:
     return f"{socket.gethostname()}|{boot}|{ns}"
 
 
+def info_of(row: Row) -> dict[str, Any]:
+    """What a supervisor declared in its row's info (empty when unreadable)."""
+    try:
+        info = json.loads(row.get("info") or "{}")
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def _where(row: Row) -> str | None:
     """Where a supervisor row was registered (None: a row from before this was kept)."""
-    try:
-        where = json.loads(row.get("info") or "{}").get("where")
-    except (ValueError, AttributeError):
-        return None
+    where = info_of(row).get("where")
     return str(where) if where else None
 
 
