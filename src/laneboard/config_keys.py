@@ -406,7 +406,7 @@ AGENT_KIND_KEYS = {
     "log_dir": any_path,
     "allow_all_tools": boolean,
     "allow_all_tools_reason": text(),
-    "network": text(("", "none")),
+    "network": text(("", "none", "host")),
 }
 OPEN_TABLES = ("supervisor.role_agents", "supervisor.agent_kinds")
 

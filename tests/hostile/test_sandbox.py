@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from laneboard.agents import sandbox
 from laneboard.agents.sandbox import (
     Sandbox,
     SandboxSettings,
@@ -26,26 +28,12 @@ from laneboard.agents.sandbox_spec import SessionPaths, build_spec, install_root
 from laneboard.errors import LaneboardError
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
-    """A user's home with a checkout, a lane inside it, and laneboard's state beside."""
-    home = tmp_path / "home"
-    repo = home / "src" / "proj"
-    lane = repo / ".worktrees" / "WEB-1"
-    state = tmp_path / "state"
-    for d in (lane, state / "tokens" / "WEB-1", state / "tokens" / "WEB-2", home / ".ssh"):
-        d.mkdir(parents=True)
-    (repo / "README.md").write_text("user's file\n")
-    (home / ".ssh" / "id_ed25519").write_text("private key\n")
-    (state / "tokens" / "WEB-1" / "token").write_text("lbt_mine\n")
-    (state / "tokens" / "WEB-2" / "token").write_text("lbt_other\n")
-    (home / ".codex").mkdir()
-    (home / ".codex" / "auth.json").write_text('{"key": "user-login"}\n')
-    return {"home": home, "repo": repo, "lane": lane, "state": state, "tmp": tmp_path}
-
-
 def spec_for(
-    world: dict[str, Path], kind: str = "codex", network: bool = True, database: str | None = None
+    world: dict[str, Path],
+    kind: str = "codex",
+    network: bool = True,
+    database: str | None = None,
+    host_network: bool = False,
 ) -> SandboxSpec:
     paths = SessionPaths(
         kind=kind,
@@ -57,24 +45,30 @@ def spec_for(
         lane=str(world["lane"]),
         token_dir=str(world["state"] / "tokens" / "WEB-1"),
         network=network,
+        host_network=host_network,
         database=database,
     )
     env = {"HOME": str(world["home"]), "PATH": os.environ["PATH"]}
     return build_spec(paths, env, None)
 
 
+SLIRP = shutil.which("slirp4netns")
+
+
 def run_in(spec: SandboxSpec, script: str) -> subprocess.CompletedProcess[str]:
-    box = Sandbox(spec)
-    box.prepare()
-    env = box.environ({"PATH": os.environ["PATH"]})
-    return subprocess.run(
-        box.wrap(["/bin/sh", "-c", script]),
+    """The script's run in the sandbox as the pool starts it (a network of its own)."""
+    proc = sandbox.start(
+        Sandbox(spec, slirp=SLIRP),
+        ["/bin/sh", "-c", script],
+        {"PATH": os.environ["PATH"]},
         cwd=spec.cwd,
-        env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
+        start_new_session=True,
     )
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_the_spec_hides_home_and_state_and_binds_lane_and_credential(
@@ -346,8 +340,11 @@ def test_host_sockets_under_run_are_out_of_reach(world: dict[str, Path], host_so
         assert ".s.PGSQL" not in out.stdout and "system_bus_socket" not in out.stdout
     resolv = os.path.realpath("/etc/resolv.conf")
     if os.path.exists(resolv):  # the resolver's file is there, wherever it lives
-        out = run_in(spec_for(world), "cat /etc/resolv.conf")
+        out = run_in(spec_for(world, host_network=True), "cat /etc/resolv.conf")
         assert out.stdout == Path(resolv).read_text(), out.stderr
+        if SLIRP:  # a network of its own resolves through slirp4netns's resolver
+            out = run_in(spec_for(world), "cat /etc/resolv.conf")
+            assert out.stdout.startswith("nameserver 10.0.2.3\n"), out.stderr
 
 
 def test_a_resolver_file_linked_into_a_hidden_directory_is_bound_again(
@@ -367,29 +364,3 @@ def test_a_resolver_file_linked_into_a_hidden_directory_is_bound_again(
     assert sandbox_spec.runtime_dirs("darwin") == []
     linux = sandbox_spec.runtime_dirs("linux")
     assert "/run" in linux and len(linux) == len(set(linux))  # /var/run is a link to it
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit (docs/sandbox.md#known-limits): with the network on, an agent shares "
-    "the host's loopback, where lb serve trusts a tokenless caller as the local human",
-)
-def test_the_hosts_loopback_services_are_out_of_reach_with_the_network_on(
-    world: dict[str, Path],
-) -> None:
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    port = listener.getsockname()[1]
-    try:
-        probe = CONNECT.replace("socket.AF_UNIX", "socket.AF_INET").replace(
-            "s.connect(sys.argv[1])", "s.connect(('127.0.0.1', int(sys.argv[1])))"
-        )
-        out = run_in(spec_for(world), f'{sys.executable} -c "{probe}" {port}')
-        assert "refused" in out.stdout, out.stdout
-        none = run_in(spec_for(world, network=False), f'{sys.executable} -c "{probe}" {port}')
-        assert "refused" in none.stdout  # network = "none" has a loopback of its own
-    finally:
-        listener.close()

@@ -24,7 +24,7 @@ from typing import Any
 
 from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult, Usage
 from laneboard.agents.procs import kill_group
-from laneboard.agents.sandbox import Sandbox, wrap_command
+from laneboard.agents.sandbox import Sandbox, start
 from laneboard.domain.roles import Role
 from laneboard.errors import LaneboardError
 
@@ -72,16 +72,15 @@ class CommandSession:
             "role": self.role.id,
             "card": self.env.get("LANEBOARD_CARD", ""),
         }
-        argv, env = wrap_command(
-            self.sandbox, [part.format(**values) for part in shlex.split(self.template)], self.env
-        )
+        argv = [part.format(**values) for part in shlex.split(self.template)]
         started = time.monotonic()
         try:
             with self._lock:
-                self._proc = subprocess.Popen(
+                self._proc = start(
+                    self.sandbox,
                     argv,
+                    self.env,
                     cwd=self.cwd,
-                    env=env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,

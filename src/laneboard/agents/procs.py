@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
-from laneboard.agents.sandbox import Sandbox, wrap_command
+from laneboard.agents.sandbox import Sandbox, start
 
 
 class LineProcess:
@@ -31,22 +31,27 @@ class LineProcess:
         stderr_path: str | None,
         sandbox: Sandbox | None = None,
     ) -> None:
-        argv, env = wrap_command(sandbox, argv, env)
         self._stderr: IO[bytes] | int
         if stderr_path:
             os.makedirs(os.path.dirname(stderr_path), exist_ok=True)
             self._stderr = open(stderr_path, "ab")  # noqa: SIM115 - closed in close()
         else:
             self._stderr = subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,
-        )
+        try:
+            self.proc = start(
+                sandbox,
+                argv,
+                env,
+                cwd=cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,
+            )
+        except BaseException:
+            if not isinstance(self._stderr, int):
+                self._stderr.close()
+            raise
         self.lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

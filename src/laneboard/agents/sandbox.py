@@ -12,11 +12,15 @@ and whether the network stays. Two renderings of the same spec:
   ``/proc``, the private temporary directory on ``/tmp``, hidden directories replaced by
   empty ones, then the read-only and writable binds, every capability dropped (as root,
   too), a new PID namespace (killing the sandbox kills everything in it; other processes'
-  ``/proc`` entries are out of sight) and, with ``network = "none"``, a new network
-  namespace.
+  ``/proc`` entries are out of sight) and a network namespace of its own: with
+  ``network = "none"`` it holds only a loopback; otherwise ``slirp4netns`` gives it a
+  route out (``agents.netns``) that never reaches the host's loopback, where ``lb serve``
+  and a database may listen. Without ``slirp4netns``, or with ``network = "host"``, the
+  session shares the host's network, loopback included (``lb doctor`` says so).
 * macOS — ``sandbox-exec`` with a rendered profile: writes denied except the writable
   paths, reads of the hidden paths denied except the re-exposed ones, network denied on
-  request. It is rendered and unit-tested here; it has not been run on real macOS.
+  request, the host's loopback denied otherwise (unless ``network = "host"``). It is
+  rendered and unit-tested here; it has not been run on real macOS.
 
 Where no sandbox can be created, agents do not start (``SANDBOX_UNAVAILABLE``) unless the
 user turns it off with ``sandbox = "off"`` and a written ``sandbox_reason``.
@@ -36,12 +40,17 @@ from typing import Any
 from laneboard.errors import LaneboardError
 
 MODES = ("auto", "bwrap", "sandbox-exec", "off")
+RESOLVER = "/etc/resolv.conf"
 PROBE_TIMEOUT_S = 10.0
 INSTALL_HINT = {
     "bwrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; "
     "Fedora: dnf install bubblewrap)",
     "sandbox-exec": "sandbox-exec ships with macOS at /usr/bin/sandbox-exec",
 }
+SLIRP_HINT = (
+    "install slirp4netns (Debian/Ubuntu: apt-get install slirp4netns; Fedora: dnf install "
+    "slirp4netns)"
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,7 @@ class SandboxSpec:
     board: tuple[str, ...] = ()  # writable, but under the read-only and writable binds
     masked: tuple[str, ...] = ()  # hidden over every bind (a database inside the checkout)
     network: bool = True
+    host_network: bool = False  # network = "host": the host's own, loopback included
     env: dict[str, str] = field(default_factory=dict)  # set inside (HOME, TMPDIR, ...)
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +108,7 @@ class SandboxSpec:
             "board": list(self.board),
             "masked": list(self.masked),
             "network": self.network,
+            "host_network": self.host_network,
         }
 
 
@@ -139,16 +150,32 @@ class SandboxStatus:
     ok: bool
     problem: str | None = None
     reason: str | None = None
+    slirp: str | None = None  # slirp4netns, which gives a bwrap sandbox a network of its own
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "network": self.network}
+
+    @property
+    def network(self) -> str:
+        """``isolated`` (the host's loopback out of reach), ``shared`` (bwrap without
+        slirp4netns: the host's network, loopback included), or ``profile`` (macOS)."""
+        if self.backend != "bwrap" or self.mode == "off":
+            return "profile"
+        return "isolated" if self.slirp else "shared"
 
     def line(self) -> str:
         if self.mode == "off":
             return f'OFF (sandbox = "off": {self.reason})'
-        if self.ok:
-            return f"{self.backend} ({self.path})"
-        return f"UNAVAILABLE: {self.problem}"
+        if not self.ok:
+            return f"UNAVAILABLE: {self.problem}"
+        if self.network == "shared":
+            return (
+                f"{self.backend} ({self.path}); network SHARED with the host, loopback "
+                f"included: {SLIRP_HINT}"
+            )
+        if self.network == "isolated":
+            return f"{self.backend} ({self.path}); network of its own ({self.slirp})"
+        return f"{self.backend} ({self.path})"
 
 
 def sandbox_status(settings: SandboxSettings, platform: str = sys.platform) -> SandboxStatus:
@@ -165,7 +192,8 @@ def sandbox_status(settings: SandboxSettings, platform: str = sys.platform) -> S
             f"{backend} is not installed: {INSTALL_HINT[backend]}",
         )
     problem = _probe_bwrap(path) if backend == "bwrap" else None
-    return SandboxStatus(settings.mode, backend, path, problem is None, problem)
+    slirp = shutil.which("slirp4netns") if backend == "bwrap" else None
+    return SandboxStatus(settings.mode, backend, path, problem is None, problem, slirp=slirp)
 
 
 def require_sandbox(settings: SandboxSettings) -> SandboxStatus:
@@ -188,15 +216,30 @@ def _existing(paths: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(p for p in paths if p and os.path.exists(p)))
 
 
-def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], binary: str = "bwrap") -> list[str]:
+@dataclass(frozen=True)
+class NetFds:
+    """How one start of an isolated sandbox hands its network over (``agents.netns``):
+    bwrap writes its child's pid to ``info``, the child waits on ``block`` until the
+    network is up, and ``resolver`` (a host file) is bound over the resolver's file."""
+
+    info: int
+    block: int
+    resolver: str
+
+
+def bwrap_argv(
+    spec: SandboxSpec, argv: Sequence[str], binary: str = "bwrap", net: NetFds | None = None
+) -> list[str]:
     """``bwrap … -- argv``: later mounts win, so hiding comes before re-exposing."""
     # as root, bubblewrap keeps every capability unless told: without --cap-drop ALL the
     # agent could remount the read-only root writable. No --die-with-parent: it fires when
     # the *thread* that started bwrap ends, and a resident session outlives its first turn's
     # thread; the pool stops a session by its process group instead.
     out = [binary, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc"]
-    if not spec.network:
+    if not spec.network or net is not None:
         out.append("--unshare-net")
+    if net is not None:
+        out += ["--info-fd", str(net.info), "--block-fd", str(net.block)]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--bind", spec.tmp, "/tmp"]
     for path in _existing(spec.hidden):
@@ -212,6 +255,8 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], binary: str = "bwrap") ->
             out += ["--ro-bind", src, dest]
     for path in _existing(spec.masked):
         out += _hide(path)
+    if net is not None:
+        out += ["--ro-bind", net.resolver, os.path.realpath(RESOLVER)]
     out += ["--chdir", spec.cwd, "--", *argv]
     return out
 
@@ -271,6 +316,9 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
             lines.append(f"(deny file-read* file-write* (subpath {_sb_str(path)}))")
     if not spec.network:
         lines.append('(deny network* (remote ip "*:*"))')
+    elif not spec.host_network:
+        lines.append(";; the host's loopback: lb serve and a database may listen there")
+        lines.append('(deny network-outbound (remote ip "localhost:*"))')
     return "\n".join(lines) + "\n"
 
 
@@ -287,8 +335,21 @@ class Sandbox:
     spec: SandboxSpec
     backend: str = "bwrap"
     binary: str = "bwrap"
+    slirp: str | None = None  # slirp4netns: a network of the sandbox's own (``isolated``)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the session gets a network namespace of its own with a route out."""
+        return (
+            self.backend == "bwrap"
+            and self.spec.network
+            and not self.spec.host_network
+            and self.slirp is not None
+        )
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The argv of a sandbox that needs nothing at its start: one that is
+        ``isolated`` is started by ``start`` instead."""
         if self.backend == "sandbox-exec":
             return sandbox_exec_argv(self.spec, argv, self.binary)
         return bwrap_argv(self.spec, argv, self.binary)
@@ -314,11 +375,16 @@ class Sandbox:
                 os.makedirs(path, mode=0o700, exist_ok=True)
 
 
-def wrap_command(
-    sandbox: Sandbox | None, argv: Sequence[str], env: Mapping[str, str]
-) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment that start an agent process (sandboxed when given one)."""
+def start(
+    sandbox: Sandbox | None, argv: Sequence[str], env: Mapping[str, str], **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start an agent process (sandboxed when given a sandbox): ``popen`` are
+    ``subprocess.Popen``'s other arguments."""
     if sandbox is None:
-        return list(argv), dict(env)
+        return subprocess.Popen(list(argv), env=dict(env), **popen)
     sandbox.prepare()
-    return sandbox.wrap(argv), sandbox.environ(env)
+    if sandbox.isolated:
+        from laneboard.agents import netns
+
+        return netns.start(sandbox, argv, sandbox.environ(env), **popen)
+    return subprocess.Popen(sandbox.wrap(argv), env=sandbox.environ(env), **popen)

@@ -24,7 +24,8 @@ the card's token   the directory holding only this session's token file         
 =================  ===========================================================  ==========
 
 Everything else is the host's file system, read-only. The network stays unless the kind
-sets ``network = "none"``.
+sets ``network = "none"``: a network of the session's own, which does not reach the host's
+loopback (``agents.netns``), or the host's own with ``network = "host"``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class SessionPaths:
     data_dir: str | None = None
     config_dir: str | None = None
     network: bool = True
+    host_network: bool = False  # network = "host": the host's network, loopback included
     extra_writable: tuple[str, ...] = ()
     database: str | None = None  # a SQLite board's file: hidden with its journals
 
@@ -228,5 +230,6 @@ def build_spec(paths: SessionPaths, env: Mapping[str, str], binary: str | None) 
         files=tuple(files),
         board=tuple(dict.fromkeys(board)),
         network=paths.network,
+        host_network=paths.host_network,
         env=inside_env,
     )

@@ -318,6 +318,9 @@ def doctor_report(
     }
 
 
+SLIRP_HINT = "install slirp4netns (Debian/Ubuntu: apt-get install slirp4netns)"
+
+
 def boundary_reasons(b: dict[str, Any] | None) -> list[str]:
     """No sandbox or a role no kind can run needs a human; an explained ``off`` is shown."""
     if not b:
@@ -325,6 +328,11 @@ def boundary_reasons(b: dict[str, Any] | None) -> list[str]:
     out = []
     if not b["sandbox"]["ok"]:
         out.append(f"sandbox unavailable ({b['sandbox']['problem']})")
+    elif b["sandbox"].get("network") == "shared":
+        out.append(
+            "agents share this machine's network, loopback included (lb serve trusts "
+            f"loopback): {SLIRP_HINT}"
+        )
     for role in b.get("unrunnable") or []:
         out.append(f"role {role} has no available agent kind")
     return out

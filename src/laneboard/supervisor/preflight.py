@@ -29,8 +29,19 @@ def preflight(rt: Runtime) -> SandboxStatus:
     status = require_sandbox(settings_of(cfg))
     if status.mode == "off":
         rt.log.warn("supervisor", f"agents run WITHOUT a sandbox: {status.reason}")
+    elif status.network == "shared":
+        rt.log.warn("supervisor", f"agents share this machine's network: {status.line()}")
     else:
-        rt.log.info("supervisor", "agents run in a sandbox", backend=status.backend)
+        rt.log.info(
+            "supervisor", "agents run in a sandbox", backend=status.backend, network=status.network
+        )
+    for kind, settings in sorted(cfg.agent_kinds.items()):
+        if settings.get("network") == "host":
+            rt.log.info(
+                "supervisor",
+                f'{kind} agents share this machine\'s network (network = "host"): they reach '
+                "every service on its loopback, lb serve included",
+            )
     for role in rt.roles.values():
         if {"worker", "reviewer"} & set(role.lanes) and rt.kind_for(role) is None:
             rt.log.error("agents", f"role {role.id} cannot run: {rt.choice_for(role).detail}")

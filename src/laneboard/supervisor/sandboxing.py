@@ -128,11 +128,12 @@ def session_sandbox(
         data_dir=data_dir(),
         config_dir=config_dir(),
         network=str(kind_cfg.get("network", "")) != "none",
+        host_network=str(kind_cfg.get("network", "")) == "host",
         extra_writable=(state,) if kind == "scripted" and state else (),
         database=sqlite_file(database_url),
     )
     spec = build_spec(paths, env, agent_binary(kind, config))
-    return Sandbox(spec, str(status.backend), str(status.path))
+    return Sandbox(spec, str(status.backend), str(status.path), slirp=status.slirp)
 
 
 def sqlite_file(url: str) -> str | None:

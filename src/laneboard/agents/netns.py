@@ -1,0 +1,181 @@
+"""A network of the sandbox's own: how an isolated bwrap sandbox gets its route out.
+
+With the network on, a session that shared the host's network namespace would share its
+loopback too, where ``lb serve`` trusts a tokenless caller as the local user and a
+database may trust local connections. So the sandbox gets a namespace of its own
+(``--unshare-net``) and ``slirp4netns``, running outside it, gives that namespace a
+user-mode route out: the agent reaches its model's API, package registries and the rest
+of the network as before, and the host's loopback (``--disable-host-loopback``) not at
+all. The board stays in reach through its unix socket.
+
+One start, in order:
+
+1. bwrap starts with ``--info-fd`` (it writes its child's pid there) and ``--block-fd``
+   (the child waits on it before it runs the agent);
+2. ``slirp4netns --configure`` joins the child's network namespace and says when the
+   interface, route and resolver address are up (``--ready-fd``);
+3. one byte on the block pipe lets the agent start.
+
+``slirp4netns`` ends when the sandbox does: it watches a pipe (``--exit-fd``) whose only
+writing ends are inherited by the sandbox's processes. Inside, the resolver's file names
+slirp4netns's resolver (``10.0.2.3``), which forwards to the host's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from laneboard.agents.sandbox import RESOLVER, NetFds, Sandbox, bwrap_argv
+from laneboard.errors import LaneboardError
+
+READY_TIMEOUT_S = 10.0
+GUEST_RESOLVER = "10.0.2.3"  # slirp4netns's built-in resolver
+
+
+def resolver_text(host: str) -> str:
+    """The sandbox's resolver file: the host's search and options lines, slirp4netns's
+    resolver as the only name server."""
+    kept = [
+        line
+        for line in host.splitlines()
+        if line.split()[:1] and line.split()[0] in ("search", "domain", "options")
+    ]
+    return "\n".join([f"nameserver {GUEST_RESOLVER}", *kept]) + "\n"
+
+
+def write_resolver(box: Sandbox) -> str:
+    """The host file bound over the resolver's file (beside the session's /tmp)."""
+    path = box.spec.tmp.rstrip("/") + ".resolv.conf"
+    try:
+        with open(RESOLVER, encoding="utf-8") as fh:
+            host = fh.read()
+    except OSError:
+        host = ""
+    text = resolver_text(host)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return path
+    except OSError:
+        pass
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def start(
+    box: Sandbox, argv: Sequence[str], env: Mapping[str, str], **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in ``box`` with a network of its own; refuses (``SANDBOX_UNAVAILABLE``)
+    when that network cannot be set up, and then nothing of the sandbox keeps running."""
+    assert box.slirp is not None
+    resolver = write_resolver(box)
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    inherited = (info_w, block_r, exit_w)
+    try:
+        proc = subprocess.Popen(
+            bwrap_argv(box.spec, argv, box.binary, NetFds(info_w, block_r, resolver)),
+            env=dict(env),
+            pass_fds=inherited,
+            **popen,
+        )
+    except BaseException:
+        for fd in (info_r, block_w, exit_r, *inherited):
+            os.close(fd)
+        raise
+    for fd in inherited:  # the sandbox holds them now
+        os.close(fd)
+    try:
+        pid = _child_pid(info_r)
+        _attach(box.slirp, pid, exit_r)
+    except LaneboardError:
+        _end(proc)
+        raise
+    finally:
+        os.close(info_r)
+        os.close(exit_r)
+        with contextlib.suppress(OSError):  # its sandbox ended: nothing starts
+            os.write(block_w, b"1")  # the agent starts
+        os.close(block_w)
+    return proc
+
+
+def _child_pid(info_r: int) -> int:
+    """The pid of the sandbox's first process, from bwrap's ``--info-fd`` JSON."""
+    data = b""
+    while True:
+        ready, _, _ = select.select([info_r], [], [], READY_TIMEOUT_S)
+        chunk = os.read(info_r, 4096) if ready else b""
+        if not chunk:
+            raise _unavailable("bwrap ended before it started the sandbox")
+        data += chunk
+        try:
+            return int(json.loads(data)["child-pid"])
+        except ValueError:
+            continue  # not all of it yet
+        except (KeyError, TypeError) as exc:
+            raise _unavailable(f"bwrap's --info-fd said {data[:200]!r}") from exc
+
+
+def _attach(slirp: str, pid: int, exit_r: int) -> None:
+    """Give the namespace of ``pid`` its route out; returns once it is up."""
+    ready_r, ready_w = os.pipe()
+    argv = [
+        slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
+        "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), str(pid), "tap0",
+    ]  # fmt: skip
+    try:
+        helper = subprocess.Popen(
+            argv,
+            pass_fds=(ready_w, exit_r),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # a stop of the supervisor's group leaves it to its pipe
+        )
+    except OSError as exc:
+        os.close(ready_r)
+        os.close(ready_w)
+        raise _unavailable(f"{slirp} could not run: {exc}") from exc
+    os.close(ready_w)
+    try:
+        ready, _, _ = select.select([ready_r], [], [], READY_TIMEOUT_S)
+        said = os.read(ready_r, 1) if ready else b""
+    finally:
+        os.close(ready_r)
+    if said != b"1":
+        helper.kill()
+        err = helper.communicate()[1].decode("utf-8", "replace")
+        raise _unavailable(f"slirp4netns did not set the network up: {' '.join(err.split())[:200]}")
+    threading.Thread(target=_reap, args=(helper,), daemon=True, name="slirp4netns").start()
+
+
+def _reap(helper: subprocess.Popen[bytes]) -> None:
+    helper.communicate()  # it ends with the sandbox (its --exit-fd); no zombie is left
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()
+
+
+def _unavailable(problem: str) -> LaneboardError:
+    return LaneboardError(
+        "SANDBOX_UNAVAILABLE",
+        f"the agent's sandbox has no network: {problem}",
+        'run lb doctor; set network = "host" for this agent kind to share the host\'s '
+        "network instead, or uninstall slirp4netns",
+    )

@@ -1,0 +1,158 @@
+"""The sandbox's network: with the network on, a namespace of the session's own whose
+route out (slirp4netns) never reaches the host's loopback, where ``lb serve`` trusts a
+tokenless caller as the local user; ``network = "host"`` shares the host's on purpose."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.hostile.test_sandbox import CONNECT, SLIRP, run_in, spec_for
+
+from laneboard.agents import netns, sandbox
+from laneboard.agents.sandbox import Sandbox, SandboxSettings, sandbox_status, seatbelt_profile
+from laneboard.errors import LaneboardError
+
+needs_slirp = pytest.mark.skipif(SLIRP is None, reason="slirp4netns is not installed")
+PROBE = CONNECT.replace("socket.AF_UNIX", "socket.AF_INET").replace(
+    "s.connect(sys.argv[1])", "s.connect((sys.argv[1], int(sys.argv[2])))"
+)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[socket.socket, int]]:
+    """A service on every address of this host (loopback included)."""
+    sock = socket.socket()
+    sock.bind(("0.0.0.0", 0))
+    sock.listen(8)
+    try:
+        yield sock, sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def probe(spec: sandbox.SandboxSpec, host: str, port: int) -> str:
+    out = run_in(spec, f'{sys.executable} -c "{PROBE}" {host} {port}')
+    return out.stdout + out.stderr
+
+
+def global_address() -> str | None:
+    """One of this host's own addresses that is not loopback."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True
+    )
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            return parts[parts.index("inet") + 1].split("/")[0]
+    return None
+
+
+@needs_slirp
+def test_the_hosts_loopback_services_are_out_of_reach_with_the_network_on(
+    world: dict[str, Path], listener: tuple[socket.socket, int]
+) -> None:
+    _, port = listener
+    assert "CONNECTED" in probe(spec_for(world, host_network=True), "127.0.0.1", port)
+    for host in ("127.0.0.1", "10.0.2.2"):  # 10.0.2.2: slirp4netns's way to the host
+        assert "refused" in probe(spec_for(world), host, port), host
+    assert "refused" in probe(spec_for(world, network=False), "127.0.0.1", port)
+
+
+@needs_slirp
+def test_the_network_on_has_a_route_out(
+    world: dict[str, Path], listener: tuple[socket.socket, int]
+) -> None:
+    """The route out works: a service on this host's own (non-loopback) address answers,
+    as a model's API elsewhere would; ``network = "none"`` has no route at all."""
+    _, port = listener
+    address = global_address()
+    if address is None:
+        pytest.skip("this host has no address but loopback")
+    assert "CONNECTED" in probe(spec_for(world), address, port)
+    assert "refused" in probe(spec_for(world, network=False), address, port)
+
+
+def _slirps() -> set[int]:
+    out = subprocess.run(["pgrep", "-x", "slirp4netns"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+@needs_slirp
+def test_the_network_helper_ends_with_the_sandbox(world: dict[str, Path]) -> None:
+    before = _slirps()
+    box = Sandbox(spec_for(world), slirp=SLIRP)
+    proc = sandbox.start(box, ["/bin/sh", "-c", "exit 3"], {"PATH": os.environ["PATH"]},
+                         start_new_session=True)  # fmt: skip
+    assert proc.wait(30) == 3
+    deadline = time.monotonic() + 30
+    while _slirps() - before and time.monotonic() < deadline:
+        time.sleep(0.05)  # waits for the helper's exit, not for time to pass
+    assert not _slirps() - before
+
+
+def test_a_network_that_cannot_be_set_up_starts_nothing(world: dict[str, Path]) -> None:
+    """A broken slirp4netns: SANDBOX_UNAVAILABLE, and the agent's command never ran."""
+    marker = world["lane"] / "ran"
+    box = Sandbox(spec_for(world), slirp="/bin/false")
+    with pytest.raises(LaneboardError) as err:
+        sandbox.start(box, ["/bin/sh", "-c", f"touch {marker}"], {"PATH": os.environ["PATH"]},
+                      start_new_session=True)  # fmt: skip
+    assert err.value.code == "SANDBOX_UNAVAILABLE"
+    assert 'network = "host"' in err.value.fix
+    assert not marker.exists()
+
+
+def test_the_resolver_inside_names_slirps_and_keeps_the_hosts_search() -> None:
+    host = "# managed\nnameserver 127.0.0.53\nsearch corp.example\noptions edns0 trust-ad\n"
+    assert netns.resolver_text(host) == (
+        "nameserver 10.0.2.3\nsearch corp.example\noptions edns0 trust-ad\n"
+    )
+    assert netns.resolver_text("") == "nameserver 10.0.2.3\n"
+
+
+def test_which_sessions_get_a_network_of_their_own(world: dict[str, Path]) -> None:
+    on, host, none = (
+        spec_for(world),
+        spec_for(world, host_network=True),
+        spec_for(world, network=False),
+    )
+    assert Sandbox(on, slirp="/usr/bin/slirp4netns").isolated
+    assert not Sandbox(on).isolated  # no slirp4netns: the host's network, said by doctor
+    assert not Sandbox(host, slirp="/usr/bin/slirp4netns").isolated
+    assert not Sandbox(none, slirp="/usr/bin/slirp4netns").isolated
+    args = sandbox.bwrap_argv(on, ["true"], net=sandbox.NetFds(5, 6, "/x/resolv"))
+    assert args[args.index("--info-fd") + 1] == "5" and "--unshare-net" in args
+    assert args[args.index("/x/resolv") + 1] == os.path.realpath("/etc/resolv.conf")
+    assert '(remote ip "localhost:*")' in seatbelt_profile(on)
+    assert "localhost" not in seatbelt_profile(host)
+
+
+def test_the_status_names_a_shared_network_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(
+        sandbox.shutil, "which", lambda name: None if name == "slirp4netns" else real_which(name)
+    )
+    status = sandbox_status(SandboxSettings("bwrap"))
+    if not status.ok:
+        pytest.skip(f"no bubblewrap here: {status.problem}")
+    assert status.network == "shared" and status.to_dict()["network"] == "shared"
+    assert "SHARED" in status.line() and "apt-get install slirp4netns" in status.line()
+
+
+def test_doctor_asks_for_slirp4netns_where_agents_share_the_network() -> None:
+    from laneboard.supervisor.doctor import boundary_reasons
+
+    def boundary(network: str) -> dict[str, object]:
+        return {"sandbox": {"ok": True, "network": network}, "unrunnable": []}
+
+    (reason,) = boundary_reasons(boundary("shared"))
+    assert "loopback" in reason and "apt-get install slirp4netns" in reason
+    assert boundary_reasons(boundary("isolated")) == []
+    assert boundary_reasons(boundary("profile")) == []
