@@ -156,3 +156,33 @@ def test_doctor_asks_for_slirp4netns_where_agents_share_the_network() -> None:
     assert "loopback" in reason and "apt-get install slirp4netns" in reason
     assert boundary_reasons(boundary("isolated")) == []
     assert boundary_reasons(boundary("profile")) == []
+
+
+@needs_slirp
+def test_sandboxes_started_together_all_get_their_network(tmp_path: Path) -> None:
+    """bwrap brings its loopback up with netlink requests of its own, which failed
+    (``loopback: Failed RTM_NEWADDR``) when slirp4netns configured the namespace at the
+    same moment: slirp4netns now starts once that loopback is up."""
+    import threading
+
+    failed: list[str] = []
+
+    def starts(i: int) -> None:
+        lane = tmp_path / f"lane{i}"
+        lane.mkdir()
+        box = Sandbox(sandbox.SandboxSpec(cwd=str(lane), tmp=str(tmp_path / f"tmp{i}"),
+                                          writable=(str(lane),)), slirp=SLIRP)  # fmt: skip
+        for _ in range(4):
+            proc = sandbox.start(box, ["/bin/sh", "-c", "echo up"], {"PATH": os.environ["PATH"]},
+                                 cwd=str(lane), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)  # fmt: skip
+            out, err = proc.communicate(timeout=60)
+            if proc.returncode != 0 or out != b"up\n":
+                failed.append(err.decode(errors="replace"))
+
+    threads = [threading.Thread(target=starts, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []

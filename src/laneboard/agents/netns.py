@@ -12,7 +12,9 @@ One start, in order:
 
 1. bwrap starts with ``--info-fd`` (it writes its child's pid there) and ``--block-fd``
    (the child waits on it before it runs the agent);
-2. ``slirp4netns --configure`` joins the child's network namespace and says when the
+2. once bwrap's child has brought its loopback up (two netlink requests of its own, which
+   fail when slirp4netns configures the namespace at the same moment),
+   ``slirp4netns --configure`` joins the child's network namespace and says when the
    interface, route and resolver address are up (``--ready-fd``);
 3. one byte on the block pipe lets the agent start.
 
@@ -30,6 +32,7 @@ import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,6 +100,7 @@ def start(
         os.close(fd)
     try:
         pid = _child_pid(info_r)
+        _wait_for_loopback(pid)
         _attach(box.slirp, pid, exit_r)
     except LaneboardError:
         _end(proc)
@@ -125,6 +129,21 @@ def _child_pid(info_r: int) -> int:
             continue  # not all of it yet
         except (KeyError, TypeError) as exc:
             raise _unavailable(f"bwrap's --info-fd said {data[:200]!r}") from exc
+
+
+def _wait_for_loopback(pid: int) -> None:
+    """Until the namespace of ``pid`` has its loopback up (bwrap sets it up: an address,
+    then up, which joins ``lo`` to the all-hosts group listed in ``net/igmp``). A kernel
+    without that file, or a child gone, ends the wait; it is bounded either way."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/net/igmp", encoding="ascii", errors="replace") as fh:
+                if any(line.split()[1:2] == ["lo"] for line in fh):
+                    return
+        except OSError:
+            return
+        time.sleep(0.0005)  # the child is between two netlink requests: a moment
 
 
 def _attach(slirp: str, pid: int, exit_r: int) -> None:
