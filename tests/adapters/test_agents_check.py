@@ -165,3 +165,43 @@ def test_a_role_falls_back_to_another_kind_that_carries_it() -> None:
     anywhere = Role(id="helper", agent="any")
     assert resolve_role_kind(anywhere, ["pi", "codex"], ["codex", "pi"]) == "codex"
     assert resolve_role_kind(anywhere, []) is None
+
+
+def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
+    tmp_path: Path,
+) -> None:
+    """It answers here, but a sandbox with a network of its own cannot reach it: check
+    says so and names ``network = "host"``; with that set, it is reachable."""
+    import shutil
+    import socket
+
+    env = check_env(tmp_path, f"{CLI_BIN}{os.pathsep}{base_path()}")
+    if shutil.which("slirp4netns", path=env["PATH"]) is None:
+        import pytest
+
+        pytest.skip("slirp4netns is not installed: agents share the host's network")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    try:
+        pi_dir = Path(env["HOME"]) / ".pi" / "agent"
+        pi_dir.mkdir(parents=True)
+        (pi_dir / "models.json").write_text(
+            json.dumps({"providers": {"mock": {"baseUrl": f"http://127.0.0.1:{port}/v1",
+                                                "apiKey": "k", "models": [{"id": "m"}]}}})
+        )  # fmt: skip
+        cfg = Path(env["XDG_CONFIG_HOME"]) / "laneboard"
+        cfg.mkdir(parents=True)
+        table = '[supervisor.agent_kinds.pi]\nprovider = "mock"\n'
+        (cfg / "config.toml").write_text(table)
+        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
+        pi = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}["pi"]["login"]
+        assert pi["reachable"] is False
+        assert "loopback" in pi["problem"] and 'network = "host"' in pi["problem"]
+        (cfg / "config.toml").write_text(table + 'network = "host"\n')
+        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
+        pi = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}["pi"]["login"]
+        assert pi["reachable"] is True and pi["problem"] is None
+    finally:
+        server.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-from laneboard.agents.credentials import login
+from laneboard.agents.credentials import Login, login
 from laneboard.agents.discovery import KINDS, check_all
 from laneboard.agents.permissions import permission_summary
 from laneboard.agents.sandbox import SandboxSettings, sandbox_status
@@ -17,14 +19,16 @@ def check_report(cfg: SupervisorConfig, kinds: Sequence[str], handshake: bool) -
     kinds_cfg = {k: dict(v) for k, v in cfg.agent_kinds.items()}
     results = check_all(kinds_cfg, handshake=handshake, kinds=tuple(kinds) or KINDS)
     perms = permission_summary(kinds_cfg)["kinds"]
+    box = sandbox_status(SandboxSettings(cfg.sandbox, cfg.sandbox_reason))
     rows = []
     for r in results:
         state = login(r.kind, os.environ, kinds_cfg.get(r.kind, {})) if r.found else None
+        if state is not None and box.network == "isolated":
+            state = out_of_the_sandbox(state, r.kind, kinds_cfg.get(r.kind, {}))
         rows.append(
             {**r.to_dict(), "permissions": perms.get(r.kind),
              "login": state.to_dict() if state else None}
         )  # fmt: skip
-    box = sandbox_status(SandboxSettings(cfg.sandbox, cfg.sandbox_reason))
     return {
         "kinds": rows,
         "available": [
@@ -32,6 +36,31 @@ def check_report(cfg: SupervisorConfig, kinds: Sequence[str], handshake: bool) -
         ],
         "sandbox": {**box.to_dict(), "line": box.line()},
     }
+
+
+def out_of_the_sandbox(state: Login, kind: str, settings: dict[str, Any]) -> Login:
+    """An endpoint on this machine's loopback is out of reach of a sandbox with a network
+    of its own (``agents.netns``), however well it answers here: unreachable, with the fix."""
+    if not state.endpoint or settings.get("network") in ("host", "none"):
+        return state
+    host = urlsplit(state.endpoint).hostname or ""
+    if not _loopback(host):
+        return state
+    problem = (
+        f"endpoint {state.endpoint} is on this machine's loopback, which the agents' sandbox "
+        f'does not reach: set network = "host" in [supervisor.agent_kinds.{kind}] '
+        "(docs/sandbox.md)"
+    )
+    return Login(state.logged_in, state.how, state.endpoint, False, state.problem or problem)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _ready(row: dict[str, Any]) -> bool:
