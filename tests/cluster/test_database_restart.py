@@ -279,17 +279,9 @@ def test_a_transcript_follower_waits_for_the_board_too(
 def test_a_connection_on_a_descriptor_past_1024_is_checked_too(pg_url: str) -> None:
     """A supervisor with many sessions has descriptors past ``select``'s 1024: the idle
     check still tells a live connection from a dead one there."""
-    import resource
+    from tests.descriptors import past_1024
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 1200:
-        # deliberate: a process whose hard limit is under 1,200 descriptors can never
-        # have one past 1024, so the case this test covers cannot arise there (Debian's
-        # default hard limit, as on CI, is far above it)
-        pytest.skip("the hard limit on descriptors is under 1,200: none can pass 1024")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
-    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
-    try:
+    with past_1024():
         store = open_store(pg_url, create=True)
         with store.read() as tx:
             tx.one("SELECT 1 AS x")
@@ -300,7 +292,3 @@ def test_a_connection_on_a_descriptor_past_1024_is_checked_too(pg_url: str) -> N
         _end_sessions(pg_url)
         assert store.query("SELECT 2 AS x") == [{"x": 2}]
         store.close()
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

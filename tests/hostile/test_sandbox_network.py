@@ -186,3 +186,14 @@ def test_sandboxes_started_together_all_get_their_network(tmp_path: Path) -> Non
     for t in threads:
         t.join()
     assert failed == []
+
+
+@needs_slirp
+def test_a_sandbox_starts_with_its_pipes_past_descriptor_1024(world: dict[str, Path]) -> None:
+    """A busy supervisor's new pipes are numbered past 1024, where ``select`` fails: the
+    start waits on them with ``poll``."""
+    from tests.descriptors import past_1024
+
+    with past_1024():
+        out = run_in(spec_for(world), "echo up")
+    assert out.returncode == 0 and out.stdout == "up\n", out.stderr

@@ -114,12 +114,19 @@ def start(
     return proc
 
 
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or its writer closed) within the timeout;
+    ``poll``, not ``select``: a busy supervisor's descriptors pass select's 1024."""
+    waiter = select.poll()
+    waiter.register(fd, select.POLLIN)
+    return bool(waiter.poll(READY_TIMEOUT_S * 1000))
+
+
 def _child_pid(info_r: int) -> int:
     """The pid of the sandbox's first process, from bwrap's ``--info-fd`` JSON."""
     data = b""
     while True:
-        ready, _, _ = select.select([info_r], [], [], READY_TIMEOUT_S)
-        chunk = os.read(info_r, 4096) if ready else b""
+        chunk = os.read(info_r, 4096) if _readable(info_r) else b""
         if not chunk:
             raise _unavailable("bwrap ended before it started the sandbox")
         data += chunk
@@ -168,8 +175,7 @@ def _attach(slirp: str, pid: int, exit_r: int) -> None:
         raise _unavailable(f"{slirp} could not run: {exc}") from exc
     os.close(ready_w)
     try:
-        ready, _, _ = select.select([ready_r], [], [], READY_TIMEOUT_S)
-        said = os.read(ready_r, 1) if ready else b""
+        said = os.read(ready_r, 1) if _readable(ready_r) else b""
     finally:
         os.close(ready_r)
     if said != b"1":
