@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent_kit import CLI_BIN, KINDS, base_path, cli_path
 
@@ -41,6 +42,20 @@ def check_env(tmp_path: Path, path: str) -> dict[str, str]:
     }
 
 
+def pi_endpoint(env: dict[str, str], url: str, settings: str = "") -> None:
+    """Pi configured to a provider ``mock`` at ``url``, with laneboard's kind settings."""
+    pi_dir = Path(env["HOME"]) / ".pi" / "agent"
+    pi_dir.mkdir(parents=True, exist_ok=True)
+    (pi_dir / "models.json").write_text(
+        json.dumps(
+            {"providers": {"mock": {"baseUrl": url, "apiKey": "k", "models": [{"id": "m"}]}}}
+        )
+    )
+    cfg = Path(env["XDG_CONFIG_HOME"]) / "laneboard"
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "config.toml").write_text(f'[supervisor.agent_kinds.pi]\nprovider = "mock"\n{settings}')
+
+
 def test_check_says_not_logged_in_and_unreachable_instead_of_ok(tmp_path: Path) -> None:
     import socket
 
@@ -51,15 +66,7 @@ def test_check_says_not_logged_in_and_unreachable_instead_of_ok(tmp_path: Path) 
     held.bind(("127.0.0.1", 0))
     closed = held.getsockname()[1]
     try:
-        pi_dir = Path(env["HOME"]) / ".pi" / "agent"
-        pi_dir.mkdir(parents=True)
-        (pi_dir / "models.json").write_text(
-            json.dumps({"providers": {"mock": {"baseUrl": f"http://127.0.0.1:{closed}/v1",
-                                                "apiKey": "k", "models": [{"id": "m"}]}}})
-        )  # fmt: skip
-        cfg = Path(env["XDG_CONFIG_HOME"]) / "laneboard"
-        cfg.mkdir(parents=True)
-        (cfg / "config.toml").write_text('[supervisor.agent_kinds.pi]\nprovider = "mock"\n')
+        pi_endpoint(env, f"http://127.0.0.1:{closed}/v1")
         out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
         assert out.returncode == 0, out.stderr
         by_kind = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}
@@ -171,37 +178,32 @@ def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
     tmp_path: Path,
 ) -> None:
     """It answers here, but a sandbox with a network of its own cannot reach it: check
-    says so and names ``network = "host"``; with that set, it is reachable."""
+    says so and names ``network = "host"``; with that set, it is reachable. Without
+    slirp4netns agents share the host's network, where it is reachable as it is."""
     import shutil
     import socket
 
     env = check_env(tmp_path, f"{CLI_BIN}{os.pathsep}{base_path()}")
-    if shutil.which("slirp4netns", path=env["PATH"]) is None:
-        import pytest
-
-        pytest.skip("slirp4netns is not installed: agents share the host's network")
+    isolated = shutil.which("slirp4netns", path=env["PATH"]) is not None
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
-    port = server.getsockname()[1]
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+
+    def pi_login() -> dict[str, Any]:
+        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
+        return {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}["pi"]["login"]
+
     try:
-        pi_dir = Path(env["HOME"]) / ".pi" / "agent"
-        pi_dir.mkdir(parents=True)
-        (pi_dir / "models.json").write_text(
-            json.dumps({"providers": {"mock": {"baseUrl": f"http://127.0.0.1:{port}/v1",
-                                                "apiKey": "k", "models": [{"id": "m"}]}}})
-        )  # fmt: skip
-        cfg = Path(env["XDG_CONFIG_HOME"]) / "laneboard"
-        cfg.mkdir(parents=True)
-        table = '[supervisor.agent_kinds.pi]\nprovider = "mock"\n'
-        (cfg / "config.toml").write_text(table)
-        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
-        pi = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}["pi"]["login"]
-        assert pi["reachable"] is False
-        assert "loopback" in pi["problem"] and 'network = "host"' in pi["problem"]
-        (cfg / "config.toml").write_text(table + 'network = "host"\n')
-        out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
-        pi = {k["kind"]: k for k in json.loads(out.stdout)["kinds"]}["pi"]["login"]
+        pi_endpoint(env, url)
+        pi = pi_login()
+        if isolated:
+            assert pi["reachable"] is False
+            assert "loopback" in pi["problem"] and 'network = "host"' in pi["problem"]
+        else:
+            assert pi["reachable"] is True
+        pi_endpoint(env, url, 'network = "host"\n')
+        pi = pi_login()
         assert pi["reachable"] is True and pi["problem"] is None
     finally:
         server.close()

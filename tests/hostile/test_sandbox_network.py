@@ -5,6 +5,7 @@ tokenless caller as the local user; ``network = "host"`` shares the host's on pu
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +17,13 @@ import pytest
 from tests.hostile.test_sandbox import CONNECT, SLIRP, run_in, spec_for
 
 from laneboard.agents import netns, sandbox
-from laneboard.agents.sandbox import Sandbox, SandboxSettings, sandbox_status, seatbelt_profile
+from laneboard.agents.sandbox import (
+    Sandbox,
+    SandboxSettings,
+    SandboxStatus,
+    sandbox_status,
+    seatbelt_profile,
+)
 from laneboard.errors import LaneboardError
 
 needs_slirp = pytest.mark.skipif(SLIRP is None, reason="slirp4netns is not installed")
@@ -134,16 +141,14 @@ def test_which_sessions_get_a_network_of_their_own(world: dict[str, Path]) -> No
     assert "localhost" not in seatbelt_profile(host)
 
 
-def test_the_status_names_a_shared_network_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_which = sandbox.shutil.which
-    monkeypatch.setattr(
-        sandbox.shutil, "which", lambda name: None if name == "slirp4netns" else real_which(name)
-    )
-    status = sandbox_status(SandboxSettings("bwrap"))
-    if not status.ok:
-        pytest.skip(f"no bubblewrap here: {status.problem}")
+def test_the_status_names_a_shared_network_and_the_fix() -> None:
+    status = SandboxStatus("bwrap", "bwrap", "/usr/bin/bwrap", True)  # no slirp4netns found
     assert status.network == "shared" and status.to_dict()["network"] == "shared"
     assert "SHARED" in status.line() and "apt-get install slirp4netns" in status.line()
+    isolated = SandboxStatus("bwrap", "bwrap", "/usr/bin/bwrap", True, slirp="/usr/bin/slirp4netns")
+    assert isolated.network == "isolated" and "SHARED" not in isolated.line()
+    found = sandbox_status(SandboxSettings("bwrap")).slirp  # what lb start will use
+    assert found == shutil.which("slirp4netns")
 
 
 def test_doctor_asks_for_slirp4netns_where_agents_share_the_network() -> None:

@@ -55,22 +55,19 @@ def resolver_text(host: str) -> str:
 
 
 def write_resolver(box: Sandbox) -> str:
-    """The host file bound over the resolver's file (beside the session's /tmp)."""
+    """The host file bound over the resolver's file (beside the session's /tmp). Written
+    whole and renamed into place: a running session of the same name keeps the file it
+    was started with and never sees it half written."""
     path = box.spec.tmp.rstrip("/") + ".resolv.conf"
     try:
         with open(RESOLVER, encoding="utf-8") as fh:
             host = fh.read()
     except OSError:
         host = ""
-    text = resolver_text(host)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
-                return path
-    except OSError:
-        pass
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    fresh = f"{path}.{os.getpid()}.{threading.get_ident()}"
+    with open(fresh, "w", encoding="utf-8") as fh:
+        fh.write(resolver_text(host))
+    os.replace(fresh, path)
     return path
 
 

@@ -40,7 +40,7 @@ from typing import Any
 from laneboard.errors import LaneboardError
 
 MODES = ("auto", "bwrap", "sandbox-exec", "off")
-RESOLVER = "/etc/resolv.conf"
+RESOLVER = "/etc/resolv.conf"  # often a link into /run (systemd-resolved, NetworkManager)
 PROBE_TIMEOUT_S = 10.0
 INSTALL_HINT = {
     "bwrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; "

@@ -36,7 +36,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from laneboard.agents.sandbox import SandboxSpec
+from laneboard.agents.sandbox import RESOLVER, SandboxSpec
 
 # per kind: (environment variable naming its config dir, default below HOME, its directory
 # inside the agent home, credential files bound read-only, settings copied once)
@@ -181,7 +181,6 @@ def _copy_once(src: str, dest: str) -> None:
 # database's with peer or trust authentication, the system bus — ``systemd-run`` starts a
 # command outside the sandbox —, a container engine's, an ssh or gpg agent's)
 RUNTIME_DIRS = ("/run", "/var/run")
-RESOLVER = "/etc/resolv.conf"  # often a link into /run (systemd-resolved, NetworkManager)
 
 
 def runtime_dirs(platform: str = sys.platform) -> list[str]:

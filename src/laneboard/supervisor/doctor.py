@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from laneboard.agents.procs import pid_alive
+from laneboard.agents.sandbox import SLIRP_HINT
 from laneboard.config import SupervisorConfig
 from laneboard.domain.clock import MINUTE_MS, Clock, iso
 from laneboard.domain.model import Card, CardKind
@@ -316,9 +317,6 @@ def doctor_report(
         "supervisors_elsewhere": elsewhere,
         "leases": status.get("leases") or [],
     }
-
-
-SLIRP_HINT = "install slirp4netns (Debian/Ubuntu: apt-get install slirp4netns)"
 
 
 def boundary_reasons(b: dict[str, Any] | None) -> list[str]:
