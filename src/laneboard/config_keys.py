@@ -83,9 +83,8 @@ def text(choices: tuple[str, ...] = (), *, limit: int = 4000) -> Check:
         if not isinstance(value, str):
             raise Bad(f"{value!r} is not text", 'write it in quotes, e.g. "value"')
         if choices and value not in choices:
-            raise Bad(
-                f"{value!r} is not one of {', '.join(choices)}", f"use {' or '.join(choices)}"
-            )
+            quoted = [c or '""' for c in choices]  # the empty choice stays readable
+            raise Bad(f"{value!r} is not one of {', '.join(quoted)}", f"use {' or '.join(quoted)}")
         if len(value) > limit:
             raise Bad(f"the value is {len(value)} characters long", f"keep it under {limit}")
         return value

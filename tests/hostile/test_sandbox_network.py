@@ -202,3 +202,13 @@ def test_a_sandbox_starts_with_its_pipes_past_descriptor_1024(world: dict[str, P
     with past_1024():
         out = run_in(spec_for(world), "echo up")
     assert out.returncode == 0 and out.stdout == "up\n", out.stderr
+
+
+def test_a_bad_network_setting_names_every_choice_quoted() -> None:
+    """``network = "bogus"``: one line naming the choices, the empty one readable."""
+    from laneboard.config_keys import AGENT_KIND_KEYS, Bad
+
+    with pytest.raises(Bad) as bad:
+        AGENT_KIND_KEYS["network"]("bogus")
+    assert bad.value.message == "'bogus' is not one of \"\", none, host"
+    assert bad.value.fix == 'use "" or none or host'
