@@ -1,7 +1,9 @@
 """Machines whose clocks disagree: failover compares each host's heartbeats in the
 database's time (each host measures how far its clock is from the server's at its beats
 and declares it), so a host whose clock runs a minute ahead does not fence a healthy one,
-and a silent host is still fenced after its bound."""
+and a silent host is still fenced after its bound. Leases are stamped and compared in the
+server's time too, so a host whose clock runs minutes ahead never takes a pass another
+holds."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from pathlib import Path
 
 from tests.supervisor.helpers import config
 
+from laneboard.board import schedules
 from laneboard.domain.clock import SystemClock
 from laneboard.store import Store, open_store
-from laneboard.supervisor import cluster, instances
+from laneboard.supervisor import cluster, instances, leases
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -53,6 +56,52 @@ def test_a_host_whose_clock_runs_ahead_does_not_fence_a_healthy_one(
                 (cluster.failover_bound_ms(a) + 5_000, a.instance),
             )
         assert [f["instance"] for f in cluster.sweep(b)] == [a.instance]
+    finally:
+        for s in stores:
+            s.close()
+
+
+LEAPS_MS = 3 * 60_000  # past every lease's time to live: a pass's (60 s), the schedules' (2 min)
+
+
+class FarAhead(SystemClock):
+    """The wall clock of a machine three minutes ahead."""
+
+    def now_ms(self) -> int:
+        return super().now_ms() + LEAPS_MS
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_take_a_pass_lease_another_holds(
+    pg_url: str, tmp_path: Path
+) -> None:
+    stores: list[Store] = []
+    try:
+        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
+        b = _host(pg_url, tmp_path, "b", FarAhead(), stores)
+        with a.store.write() as tx:
+            runs, busy = cluster.take(tx, a, ["workflow"])
+        assert list(runs) == ["workflow"] and busy == {}
+        with b.store.write() as tx:  # a's lease was taken a moment ago, in anyone's time
+            runs, busy = cluster.take(tx, b, ["workflow"])
+        assert runs == {} and busy == {"workflow": cluster.holder_of(a)}
+        assert cluster.held_elsewhere(b, ["workflow"]) == {"workflow": cluster.holder_of(a)}
+        with b.store.read() as tx:
+            (line,) = leases.describe(tx, tx.lease_now(), b.machine)
+        assert line["expired"] is False and 0 <= line["held_s"] < 30
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_take_the_schedules_lease(
+    pg_url: str, tmp_path: Path
+) -> None:
+    stores: list[Store] = []
+    try:
+        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
+        b = _host(pg_url, tmp_path, "b", FarAhead(), stores)
+        assert schedules.acquire_tick_lock(a.store, "a:1:schedules") is None
+        assert schedules.acquire_tick_lock(b.store, "b:1:schedules") == "a:1:schedules"
     finally:
         for s in stores:
             s.close()

@@ -7,11 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from laneboard.store.base import Row
 
+if TYPE_CHECKING:
+    from laneboard.store.base import Store
+
 
 class Queries:
     """Base of the query mixins: ``Tx`` defines ``pg``, ``now`` and the raw statements."""
 
     pg: bool
+    store: Store
 
     if TYPE_CHECKING:
 

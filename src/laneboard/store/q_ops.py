@@ -9,6 +9,8 @@ from laneboard.store.q_base import Queries
 from laneboard.store.rows import dumps
 
 ALERT_TYPES = "type LIKE 'alert.%' OR type LIKE 'patrol.alert%'"
+# the database server's clock in ms, fixed for the statement
+SERVER_NOW = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
 
 
 class OpsQueries(Queries):
@@ -45,6 +47,24 @@ class OpsQueries(Queries):
         if not self.pg:
             return None
         return int(self.scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"))
+
+    def lease_clock(self) -> str | None:
+        """The SQL of the time leases and pass runs are stamped in, when that is the
+        database server's clock: on PostgreSQL with the wall clock, so machines whose
+        clocks disagree agree on when a lease ends. None: the store's own clock (a board
+        that is a file, read on one machine's clock, or a test's clock)."""
+        from laneboard.domain.clock import SystemClock
+
+        return SERVER_NOW if self.pg and isinstance(self.store.clock, SystemClock) else None
+
+    def lease_now(self) -> int:
+        """Now, in the time leases are stamped in (``lease_clock``)."""
+        return int(self.scalar(f"SELECT {clock}")) if (clock := self.lease_clock()) else self.now()
+
+    def _stamp(self) -> tuple[str, list[Any]]:
+        """A lease statement's now: the server clock's SQL, or a parameter and its value."""
+        clock = self.lease_clock()
+        return (clock, []) if clock else ("?", [self.now()])
 
     def live_supervisors_everywhere(self) -> list[Row]:
         """Starting or running supervisors of every machine, oldest first."""
@@ -134,20 +154,23 @@ class OpsQueries(Queries):
         return self.all("SELECT * FROM locks WHERE name LIKE 'pass:%' ORDER BY name")
 
     def acquire_locks(self, names: list[str], holder: str, ttl_ms: int) -> set[str]:
-        """``Tx.acquire_lock`` for several leases in one statement: the names taken."""
+        """Take or renew leases in one statement; the names taken. A free lease is
+        inserted, one of the same holder or expired is updated, any other is left as it
+        is. Stamped and compared in ``lease_clock``'s time."""
         if not names:
             return set()
-        now = self.now()
+        now, at = self._stamp()
         params: list[Any] = []
         for name in names:
-            params += [name, holder, now, now + ttl_ms]
+            params += [name, holder, *at, *at, ttl_ms]
         got = self.all(
             "INSERT INTO locks (name, holder, acquired_at, expires_at) VALUES "
-            + ", ".join("(?, ?, ?, ?)" for _ in names)
+            + ", ".join(f"(?, ?, {now}, {now} + ?)" for _ in names)
             + " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
             "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-            "WHERE locks.holder = excluded.holder OR locks.expires_at <= ? RETURNING name",
-            [*params, now],
+            "WHERE locks.holder = excluded.holder OR locks.expires_at <= excluded.acquired_at "
+            "RETURNING name",
+            params,
         )
         return {str(r["name"]) for r in got}
 
@@ -176,28 +199,30 @@ class OpsQueries(Queries):
         )
 
     def start_pass_runs(self, names: list[str], holder: str, machine: str) -> dict[str, int]:
-        """One ``pass_runs`` row per pass (one statement); the log is pruned to a day now
-        and then (when a row id is a multiple of 256)."""
+        """One ``pass_runs`` row per pass (one statement), stamped as leases are; the log
+        is pruned to a day now and then (when a row id is a multiple of 256)."""
         if not names:
             return {}
-        now = self.now()
-        values = ", ".join("(?, ?, ?, ?)" for _ in names)
+        now, at = self._stamp()
         params: list[Any] = []
         for name in names:
-            params += [name, holder, machine, now]
+            params += [name, holder, machine, *at]
         got = self.all(
             "INSERT INTO pass_runs (name, holder, machine, started_at) VALUES "
-            f"{values} RETURNING id, name",
+            + ", ".join(f"(?, ?, ?, {now})" for _ in names)
+            + " RETURNING id, name, started_at",
             params,
         )
         ids = {str(r["name"]): int(r["id"]) for r in got}
-        if any(i % 256 == 0 for i in ids.values()):
-            self.run("DELETE FROM pass_runs WHERE started_at < ?", (now - 86_400_000,))
+        if got and any(i % 256 == 0 for i in ids.values()):
+            since = int(got[0]["started_at"]) - 86_400_000
+            self.run("DELETE FROM pass_runs WHERE started_at < ?", (since,))
         return ids
 
     def finish_pass_runs(self, ids: list[int]) -> None:
         marks = ",".join("?" * len(ids))
-        self.run(f"UPDATE pass_runs SET finished_at = ? WHERE id IN ({marks})", (self.now(), *ids))
+        now, at = self._stamp()
+        self.run(f"UPDATE pass_runs SET finished_at = {now} WHERE id IN ({marks})", (*at, *ids))
 
     def pass_runs(self, name: str | None = None, limit: int = 1000) -> list[Row]:
         """Runs of once-per-cluster passes, oldest first (of the newest ``limit``)."""

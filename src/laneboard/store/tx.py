@@ -455,20 +455,8 @@ class Tx(
 
     # -- locks (single-flight leases) ----------------------------------------------
     def acquire_lock(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take or renew a lease; an expired lease is taken over. One statement: a free
-        lease is inserted, one of the same holder or expired is updated, any other is
-        left as it is (nothing written)."""
-        now = self.now()
-        return (
-            self.run(
-                "INSERT INTO locks (name, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-                "WHERE locks.holder = excluded.holder OR locks.expires_at <= ?",
-                (name, holder, now, now + ttl_ms, now),
-            )
-            == 1
-        )
+        """Take or renew a lease; an expired lease is taken over (``acquire_locks``)."""
+        return bool(self.acquire_locks([name], holder, ttl_ms))
 
     def release_lock(self, name: str, holder: str) -> bool:
         return self.run("DELETE FROM locks WHERE name = ? AND holder = ?", (name, holder)) == 1

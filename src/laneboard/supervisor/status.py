@@ -64,7 +64,7 @@ def status_report(
         row = instances.latest(tx, machine)
         v = instances.verdict(row, now, cfg.time)
         others = [instances.describe(r) for r in tx.live_supervisors_everywhere()]
-        held = leases.describe(tx, now, machine)
+        held = leases.describe(tx, now if clock else tx.lease_now(), machine)
         passes = cluster.summary(tx)
         counts = records.queue_counts(tx)
         live_rows = [r.to_dict() for r in records.queue_rows(tx)]
