@@ -175,6 +175,43 @@ def test_a_renewed_credential_is_kept_in_the_session_token_file(
     store.close()
 
 
+def test_a_renewed_credential_is_kept_when_the_database_goes_away_after_the_call(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim and its new credential are written; the socket keeps the credential from
+    the answer itself, so a database out of reach right after cannot lose it (nor log a
+    traceback instead of answering)."""
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    me = human("alice")
+    board.add_project(me, "WEB")
+    card = board.create_card(me, "WEB", "a card", assignee="worker")
+    claimed = board.claim(me, card.ref, holder="worker")
+    old, _ = Tokens(store).create(me, "worker", card_id=card.id, epoch=claimed.claim_epoch)
+    board.release(me, card.ref)
+    state = tmp_path / "state"
+    path = state / "tokens" / card.ref / "token"
+    path.parent.mkdir(parents=True)
+    path.write_text(old)
+
+    def gone() -> None:
+        raise AssertionError("the socket read the store after the call")
+
+    monkeypatch.setattr(store, "read", gone)  # every write of the call is done by then
+    sock = board_socket.serve(board, str(state))
+    try:
+        raw = _post(sock.path, "card.claim", {"params": {"ref": card.ref}}, old)
+        renew = raw.replace(b"Connection: close", b"X-Laneboard-Renew: 1\r\nConnection: close")
+        status, _, doc = _ask(sock.path, renew)
+    finally:
+        board_socket.stop(board)
+    monkeypatch.undo()
+    assert status == 200 and "token" not in doc, doc
+    kept = path.read_text()
+    assert kept != old and Tokens(store).resolve(kept).card_id == card.id
+    store.close()
+
+
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
     [("GET", "/api/v1/ops/card.get", "POST"), ("PUT", "/api/v1/ops/card.get", "POST"),

@@ -115,15 +115,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, doc)
 
     def _keep_token(self, actor: Any, doc: dict[str, Any]) -> None:
-        """Write a renewed credential into the session's token file, not the answer."""
+        """Write a renewed credential into the session's token file, not the answer.
+
+        Only a re-claim of the credential's own card renews it; the answer is that card,
+        whose ref names the session's token directory: no read of the store after the
+        call, which a database gone out of reach right then would fail."""
         from laneboard.supervisor.sandboxing import token_path, write_token
 
-        if actor.card_id is None:
+        card = doc.get("result")
+        if actor.card_id is None or not isinstance(card, dict) or card.get("id") != actor.card_id:
             return
-        with self.server.board.store.read() as tx:
-            card = tx.card(actor.card_id)
-        path = token_path(self.server.state_dir, card.ref) if card else ""
-        if path and os.path.isfile(path):
+        path = token_path(self.server.state_dir, str(card.get("ref")))
+        if os.path.isfile(path):
             write_token(path, str(doc.pop("token")))
 
     def _actor(self) -> Any:
