@@ -92,6 +92,27 @@ def text(choices: tuple[str, ...] = (), *, limit: int = 4000) -> Check:
     return check
 
 
+def ports(value: Any) -> tuple[int, ...]:
+    """A list of TCP port numbers (1-65535); one number is a list of one."""
+    if isinstance(value, str):
+        raw = value.strip()
+        try:
+            value = json.loads(raw) if raw else []
+        except ValueError:
+            raise Bad(f"{raw!r} is not a port number or a list of them", "write [11434]") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise Bad(f"{value!r} is not a list of port numbers", "write [11434]")
+    out: list[int] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 65536:
+            raise Bad(f"{item!r} is not a port number", "use whole numbers from 1 to 65535")
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
 def strings(value: Any) -> tuple[str, ...]:
     """A list of non-empty strings; one string is a list of one. Text may be a JSON array."""
     if isinstance(value, str):
@@ -406,6 +427,7 @@ AGENT_KIND_KEYS = {
     "allow_all_tools": boolean,
     "allow_all_tools_reason": text(),
     "network": text(("", "none", "host")),
+    "host_ports": ports,
 }
 OPEN_TABLES = ("supervisor.role_agents", "supervisor.agent_kinds")
 

@@ -67,8 +67,8 @@ class Kind:
     def config(self, tmp: Path) -> dict[str, Any]:
         cfg: dict[str, Any] = {"binary": cli_path(self.name), "log_dir": str(tmp / "logs")}
         # the scripted model server listens on this host's loopback, which a sandbox's
-        # network of its own does not reach (docs/sandbox.md): the host's network, on purpose
-        cfg["network"] = "host"
+        # network of its own does not reach (docs/sandbox.md): its one port is relayed in
+        cfg["host_ports"] = [self.server.port]
         if self.name == "pi":
             cfg.update(provider="mock", model="test-model")
         return cfg

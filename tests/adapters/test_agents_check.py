@@ -178,8 +178,9 @@ def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
     tmp_path: Path,
 ) -> None:
     """It answers here, but a sandbox with a network of its own cannot reach it: check
-    says so and names ``network = "host"``; with that set, it is reachable. Without
-    slirp4netns agents share the host's network, where it is reachable as it is."""
+    says so and names ``host_ports`` with its port; with that set (or ``network =
+    "host"``), it is reachable. Without slirp4netns agents share the host's network, where
+    it is reachable as it is."""
     import shutil
     import socket
 
@@ -188,7 +189,8 @@ def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
-    url = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    port = server.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
 
     def pi_login() -> dict[str, Any]:
         out = lb(["agents", "check", "--no-handshake", "--json"], env, tmp_path)
@@ -199,11 +201,14 @@ def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
         pi = pi_login()
         if isolated:
             assert pi["reachable"] is False
-            assert "loopback" in pi["problem"] and 'network = "host"' in pi["problem"]
+            assert "loopback" in pi["problem"] and f"host_ports = [{port}]" in pi["problem"]
         else:
             assert pi["reachable"] is True
-        pi_endpoint(env, url, 'network = "host"\n')
-        pi = pi_login()
-        assert pi["reachable"] is True and pi["problem"] is None
+        pi_endpoint(env, url, f"host_ports = [{port + 1}]\n")  # another port: still out
+        assert pi_login()["reachable"] is not isolated
+        for relayed in (f"host_ports = [{port}]\n", 'network = "host"\n'):
+            pi_endpoint(env, url, relayed)
+            pi = pi_login()
+            assert pi["reachable"] is True and pi["problem"] is None, relayed
     finally:
         server.close()

@@ -34,6 +34,7 @@ def spec_for(
     network: bool = True,
     database: str | None = None,
     host_network: bool = False,
+    host_ports: tuple[int, ...] = (),
 ) -> SandboxSpec:
     paths = SessionPaths(
         kind=kind,
@@ -46,6 +47,7 @@ def spec_for(
         token_dir=str(world["state"] / "tokens" / "WEB-1"),
         network=network,
         host_network=host_network,
+        host_ports=host_ports,
         database=database,
     )
     env = {"HOME": str(world["home"]), "PATH": os.environ["PATH"]}

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +214,153 @@ def test_a_bad_network_setting_names_every_choice_quoted() -> None:
         AGENT_KIND_KEYS["network"]("bogus")
     assert bad.value.message == "'bogus' is not one of \"\", none, host"
     assert bad.value.fix == 'use "" or none or host'
+
+
+def test_host_ports_takes_port_numbers_and_refuses_anything_else(tmp_path: Path) -> None:
+    from laneboard.config_keys import AGENT_KIND_KEYS, Bad
+
+    check = AGENT_KIND_KEYS["host_ports"]
+    assert check([11434, 8080, 11434]) == (11434, 8080)
+    assert check(11434) == (11434,) and check("[1, 65535]") == (1, 65535) and check("") == ()
+    for bad, said in ((0, "0 is not a port"), (65536, "65536 is not"), ("x", "'x' is not"),
+                      ([True], "True is not"), ([1.5], "1.5 is not"), ({}, "{} is not")):  # fmt: skip
+        with pytest.raises(Bad) as err:
+            check(bad)
+        assert err.value.message.startswith(said), err.value.message
+    cfg = tmp_path / "laneboard"
+    cfg.mkdir()
+    (cfg / "config.toml").write_text("[supervisor.agent_kinds.pi]\nhost_ports = [0]\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "laneboard.cli.main", "config", "check"],
+        env=env, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode != 0 and "CONFIG_INVALID" in out.stderr, out.stderr
+    assert "host_ports" in out.stderr and "0 is not a port number" in out.stderr
+
+
+# -- single ports of the host's loopback, relayed in (``host_ports``) ---------------------------
+ECHO_BACK = (
+    "import hashlib, socket, sys\n"
+    "s = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n"
+    "blob = bytes(range(256)) * 8192\n"
+    "s.sendall(blob)\n"
+    "s.shutdown(socket.SHUT_WR)\n"
+    "got = b''\n"
+    "while chunk := s.recv(65536):\n"
+    "    got += chunk\n"
+    "print('ECHOED', len(got), got == blob[::-1])\n"
+)
+
+
+@pytest.fixture
+def reverser() -> Iterator[int]:
+    """A service on this host's loopback only: it answers each connection with the bytes
+    it was sent, reversed, once the caller has sent them all."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                got = b""
+                while chunk := conn.recv(65536):
+                    got += chunk
+                conn.sendall(got[::-1])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        server.close()
+
+
+def relayed(spec: sandbox.SandboxSpec, script: str) -> str:
+    out = run_in(spec, script)
+    return out.stdout + out.stderr
+
+
+@needs_slirp
+def test_a_named_host_port_is_relayed_and_no_other(
+    world: dict[str, Path], reverser: int, listener: tuple[socket.socket, int]
+) -> None:
+    """``host_ports``: the one port answers inside at 127.0.0.1 (2 MB each way, in
+    order), while another service on the host's loopback stays refused."""
+    _, other = listener
+    spec = spec_for(world, host_ports=(reverser,))
+    assert Sandbox(spec, slirp=SLIRP).relayed
+    py = sys.executable
+    out = relayed(
+        spec, f'{py} -c "{ECHO_BACK}" 127.0.0.1 {reverser}; {py} -c "{PROBE}" 127.0.0.1 {other}'
+    )
+    assert "ECHOED 2097152 True" in out and "refused" in out, out
+
+
+def test_a_sandbox_without_a_route_out_reaches_only_its_host_ports(
+    world: dict[str, Path], reverser: int, listener: tuple[socket.socket, int]
+) -> None:
+    """``network = "none"`` with ``host_ports``: a local model endpoint and nothing else."""
+    _, other = listener
+    spec = spec_for(world, network=False, host_ports=(reverser,))
+    assert Sandbox(spec).relayed and not Sandbox(spec).isolated
+    py = sys.executable
+    script = f'{py} -c "{ECHO_BACK}" 127.0.0.1 {reverser}; {py} -c "{PROBE}" 127.0.0.1 {other}'
+    out = relayed(spec, script)
+    assert "ECHOED 2097152 True" in out and "refused" in out, out
+    address = global_address()
+    if address is not None:
+        assert (
+            "refused" in probe(spec, address, other)
+            or "unreachable" in probe(spec, address, other).lower()
+        )
+
+
+def _relay_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("relay"))
+
+
+def test_the_relay_ends_with_the_sandbox(world: dict[str, Path], reverser: int) -> None:
+    """When the sandbox's last process ends, its relay stops listening and lets go of
+    every connection it carried (an agent's child that kept one open included)."""
+    before = _relay_threads()
+    spec = spec_for(world, network=False, host_ports=(reverser,))
+    hold = (
+        "import socket, sys, time\n"
+        "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+        "print('HELD', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = sandbox.start(
+        Sandbox(spec),
+        [sys.executable, "-c", hold, str(reverser)],
+        {"PATH": os.environ["PATH"]},
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"HELD\n"
+    assert _relay_threads() > before  # listening, and carrying one connection
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    proc.stdout.close()
+    deadline = time.monotonic() + 30
+    while _relay_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.02)  # waits for the threads to end, not for time to pass
+    assert _relay_threads() == before
+
+
+def test_host_ports_in_the_spec_and_the_seatbelt_profile(world: dict[str, Path]) -> None:
+    spec = spec_for(world, host_ports=(11434,))
+    assert spec.to_dict()["host_ports"] == [11434]
+    profile = seatbelt_profile(spec)
+    assert profile.index('"localhost:*"') < profile.index('(remote ip "localhost:11434")')
+    none = seatbelt_profile(spec_for(world, network=False, host_ports=(11434,)))
+    assert '(allow network-outbound (remote ip "localhost:11434"))' in none
+    assert not Sandbox(spec_for(world, host_ports=(11434,))).relayed  # shared: reached already
+    host = spec_for(world, host_network=True, host_ports=(11434,))
+    assert not Sandbox(host, slirp="/usr/bin/slirp4netns").relayed

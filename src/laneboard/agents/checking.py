@@ -43,15 +43,30 @@ def out_of_the_sandbox(state: Login, kind: str, settings: dict[str, Any]) -> Log
     of its own (``agents.netns``), however well it answers here: unreachable, with the fix."""
     if not state.endpoint or settings.get("network") in ("host", "none"):
         return state
-    host = urlsplit(state.endpoint).hostname or ""
-    if not _loopback(host):
+    url = urlsplit(state.endpoint)
+    if not _loopback(url.hostname or ""):
         return state
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if port in _ports(settings.get("host_ports")):
+        return state  # relayed into the sandbox (``agents.relay``)
     problem = (
         f"endpoint {state.endpoint} is on this machine's loopback, which the agents' sandbox "
-        f'does not reach: set network = "host" in [supervisor.agent_kinds.{kind}] '
-        "(docs/sandbox.md)"
+        f"does not reach: set host_ports = [{port or 'PORT'}] in "
+        f"[supervisor.agent_kinds.{kind}] (docs/sandbox.md)"
     )
     return Login(state.logged_in, state.how, state.endpoint, False, state.problem or problem)
+
+
+def _ports(value: Any) -> tuple[int, ...]:
+    from laneboard.config_keys import Bad, ports
+
+    try:
+        return ports(value) if value is not None else ()
+    except Bad:  # a bad value is the config check's to report
+        return ()
 
 
 def _loopback(host: str) -> bool:

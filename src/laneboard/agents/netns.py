@@ -21,6 +21,9 @@ One start, in order:
 ``slirp4netns`` ends when the sandbox does: it watches a pipe (``--exit-fd``) whose only
 writing ends are inherited by the sandbox's processes. Inside, the resolver's file names
 slirp4netns's resolver (``10.0.2.3``), which forwards to the host's.
+
+A kind's ``host_ports`` are relayed in (``agents.relay``) between steps 2 and 3, with or
+without slirp4netns (``network = "none"``); the relay watches the same pipe.
 """
 
 from __future__ import annotations
@@ -74,10 +77,12 @@ def write_resolver(box: Sandbox) -> str:
 def start(
     box: Sandbox, argv: Sequence[str], env: Mapping[str, str], **popen: Any
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in ``box`` with a network of its own; refuses (``SANDBOX_UNAVAILABLE``)
-    when that network cannot be set up, and then nothing of the sandbox keeps running."""
-    assert box.slirp is not None
-    resolver = write_resolver(box)
+    """Start ``argv`` in ``box`` with a network of its own (its route out when
+    ``isolated``, the host's loopback ports it names when ``relayed``); refuses
+    (``SANDBOX_UNAVAILABLE``) when that network cannot be set up, and then nothing of the
+    sandbox keeps running."""
+    assert box.isolated or box.relayed
+    resolver = write_resolver(box) if box.isolated else None
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     exit_r, exit_w = os.pipe()
@@ -98,7 +103,11 @@ def start(
     try:
         pid = _child_pid(info_r)
         _wait_for_loopback(pid)
-        _attach(box.slirp, pid, exit_r)
+        if box.isolated:
+            assert box.slirp is not None
+            _attach(box.slirp, pid, exit_r)
+        if box.relayed:
+            _relay(pid, box.spec.host_ports, exit_r)
     except LaneboardError:
         _end(proc)
         raise
@@ -180,6 +189,18 @@ def _attach(slirp: str, pid: int, exit_r: int) -> None:
         err = helper.communicate()[1].decode("utf-8", "replace")
         raise _unavailable(f"slirp4netns did not set the network up: {' '.join(err.split())[:200]}")
     threading.Thread(target=_reap, args=(helper,), daemon=True, name="slirp4netns").start()
+
+
+def _relay(pid: int, ports: Sequence[int], exit_r: int) -> None:
+    """Relay ``ports`` of the host's loopback into the namespace of ``pid``, until the
+    sandbox ends (``agents.relay``)."""
+    from laneboard.agents import relay
+
+    try:
+        listeners = relay.listen_inside(pid, ports)
+    except OSError as exc:
+        raise _unavailable(f"the host ports {list(ports)} could not be relayed: {exc}") from exc
+    relay.Relay(listeners, os.dup(exit_r)).start()
 
 
 def _reap(helper: subprocess.Popen[bytes]) -> None:

@@ -95,6 +95,7 @@ class SandboxSpec:
     masked: tuple[str, ...] = ()  # hidden over every bind (a database inside the checkout)
     network: bool = True
     host_network: bool = False  # network = "host": the host's own, loopback included
+    host_ports: tuple[int, ...] = ()  # ports of the host's loopback relayed in (``relay``)
     env: dict[str, str] = field(default_factory=dict)  # set inside (HOME, TMPDIR, ...)
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +110,7 @@ class SandboxSpec:
             "masked": list(self.masked),
             "network": self.network,
             "host_network": self.host_network,
+            "host_ports": list(self.host_ports),
         }
 
 
@@ -224,7 +226,7 @@ class NetFds:
 
     info: int
     block: int
-    resolver: str
+    resolver: str | None  # None: no route out (``network = "none"``), no resolver
 
 
 def bwrap_argv(
@@ -255,7 +257,7 @@ def bwrap_argv(
             out += ["--ro-bind", src, dest]
     for path in _existing(spec.masked):
         out += _hide(path)
-    if net is not None:
+    if net is not None and net.resolver is not None:
         out += ["--ro-bind", net.resolver, os.path.realpath(RESOLVER)]
     out += ["--chdir", spec.cwd, "--", *argv]
     return out
@@ -319,6 +321,9 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
     elif not spec.host_network:
         lines.append(";; the host's loopback: lb serve and a database may listen there")
         lines.append('(deny network-outbound (remote ip "localhost:*"))')
+    if not spec.host_network:
+        for port in spec.host_ports:  # a later rule wins: these ports stay in reach
+            lines.append(f'(allow network-outbound (remote ip "localhost:{port}"))')
     return "\n".join(lines) + "\n"
 
 
@@ -347,9 +352,19 @@ class Sandbox:
             and self.slirp is not None
         )
 
+    @property
+    def relayed(self) -> bool:
+        """Whether ports of the host's loopback are relayed into the session's own
+        network (``host_ports``; a shared network reaches them already)."""
+        return (
+            self.backend == "bwrap"
+            and bool(self.spec.host_ports)
+            and (self.isolated or not self.spec.network)
+        )
+
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """The argv of a sandbox that needs nothing at its start: one that is
-        ``isolated`` is started by ``start`` instead."""
+        ``isolated`` or ``relayed`` is started by ``start`` instead."""
         if self.backend == "sandbox-exec":
             return sandbox_exec_argv(self.spec, argv, self.binary)
         return bwrap_argv(self.spec, argv, self.binary)
@@ -383,7 +398,7 @@ def start(
     if sandbox is None:
         return subprocess.Popen(list(argv), env=dict(env), **popen)
     sandbox.prepare()
-    if sandbox.isolated:
+    if sandbox.isolated or sandbox.relayed:
         from laneboard.agents import netns
 
         return netns.start(sandbox, argv, sandbox.environ(env), **popen)

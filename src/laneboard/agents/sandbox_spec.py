@@ -68,6 +68,7 @@ class SessionPaths:
     config_dir: str | None = None
     network: bool = True
     host_network: bool = False  # network = "host": the host's network, loopback included
+    host_ports: tuple[int, ...] = ()  # ports of the host's loopback relayed in (``relay``)
     extra_writable: tuple[str, ...] = ()
     database: str | None = None  # a SQLite board's file: hidden with its journals
 
@@ -230,5 +231,6 @@ def build_spec(paths: SessionPaths, env: Mapping[str, str], binary: str | None) 
         board=tuple(dict.fromkeys(board)),
         network=paths.network,
         host_network=paths.host_network,
+        host_ports=paths.host_ports,
         env=inside_env,
     )

@@ -42,6 +42,9 @@ def preflight(rt: Runtime) -> SandboxStatus:
                 f'{kind} agents share this machine\'s network (network = "host"): they reach '
                 "every service on its loopback, lb serve included",
             )
+        elif settings.get("host_ports") and status.mode != "off":
+            ports = ", ".join(str(p) for p in settings["host_ports"])
+            rt.log.info("supervisor", f"{kind} agents reach this machine's loopback port {ports}")
     for role in rt.roles.values():
         if {"worker", "reviewer"} & set(role.lanes) and rt.kind_for(role) is None:
             rt.log.error("agents", f"role {role.id} cannot run: {rt.choice_for(role).detail}")

@@ -129,6 +129,7 @@ def session_sandbox(
         config_dir=config_dir(),
         network=str(kind_cfg.get("network", "")) != "none",
         host_network=str(kind_cfg.get("network", "")) == "host",
+        host_ports=tuple(int(p) for p in kind_cfg.get("host_ports", ())),
         extra_writable=(state,) if kind == "scripted" and state else (),
         database=sqlite_file(database_url),
     )

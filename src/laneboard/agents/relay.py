@@ -1,0 +1,191 @@
+"""Single ports of the host's loopback, relayed into a sandbox with a network of its own.
+
+An agent kind whose model endpoint listens on this machine (a local gateway) names its
+port in ``host_ports``; the rest of the host's loopback, where ``lb serve`` and a
+database may trust local callers, stays out of reach. For each port, a listening socket
+is made *inside* the sandbox's network namespace, on ``127.0.0.1`` and ``::1``: a thread
+of the supervisor enters that namespace (``setns``), binds, and leaves with the thread.
+The supervisor then accepts on those sockets from its own namespace and, for each
+connection, connects to the same port of the host's loopback and copies bytes both ways.
+
+Nothing runs inside the sandbox for it, and nothing outside listens anywhere new. The
+relay ends with the sandbox: it watches a pipe (as ``slirp4netns`` does) whose only
+writing ends belong to the sandbox's processes, then closes its listeners and every
+connection it carried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import socket
+import threading
+from collections.abc import Sequence
+
+CLONE_NEWNET = 0x40000000
+BACKLOG = 64
+CHUNK = 65536
+INSIDE = (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
+
+
+def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, int]]:
+    """Listening sockets on each of ``ports`` at the loopback of ``pid``'s network
+    namespace, with their ports; raises ``OSError`` when the namespace cannot be entered
+    or a port cannot be bound there (``::1`` is skipped where IPv6 is off)."""
+    made: list[tuple[socket.socket, int]] = []
+    failed: list[OSError] = []
+
+    def enter_and_bind() -> None:  # setns moves this thread only, and it ends here
+        try:
+            _enter(pid)
+            for port in ports:
+                for address, family in INSIDE:
+                    sock = _bound(address, family, port)
+                    if sock is not None:
+                        made.append((sock, port))
+        except OSError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=enter_and_bind, name="relay-setns", daemon=True)
+    worker.start()
+    worker.join()
+    if failed:
+        for sock, _ in made:
+            sock.close()
+        raise failed[0]
+    return made
+
+
+def _enter(pid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"entering the sandbox's network: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _bound(address: str, family: socket.AddressFamily, port: int) -> socket.socket | None:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((address, port))
+        sock.listen(BACKLOG)
+    except OSError:
+        sock.close()
+        if family == socket.AF_INET6:
+            return None  # no IPv6 in the sandbox: 127.0.0.1 serves
+        raise
+    return sock
+
+
+def _to_host(port: int) -> socket.socket:
+    """A connection to ``port`` on this host's loopback (IPv4 first, then IPv6)."""
+    last: OSError | None = None
+    for address, family in INSIDE:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.connect((address, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    assert last is not None
+    raise last
+
+
+class Relay:
+    """The relays of one sandbox: its listeners, the connections they carry, and the
+    pipe whose end (all its writers gone) ends them all."""
+
+    def __init__(self, listeners: list[tuple[socket.socket, int]], exit_fd: int) -> None:
+        self.listeners = {sock.fileno(): (sock, port) for sock, port in listeners}
+        self.exit_fd = exit_fd
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._serve, name="relay", daemon=True).start()
+
+    def _serve(self) -> None:
+        waiter = select.poll()  # not select(): a busy supervisor's descriptors pass 1024
+        for fd in (*self.listeners, self.exit_fd):
+            waiter.register(fd, select.POLLIN)
+        try:
+            while True:
+                for fd, _ in waiter.poll():
+                    if fd == self.exit_fd:
+                        return  # every process of the sandbox is gone
+                    sock, port = self.listeners[fd]
+                    with contextlib.suppress(OSError):
+                        inner, _ = sock.accept()
+                        self._carry(inner, port)
+        finally:
+            self.close()
+
+    def _carry(self, inner: socket.socket, port: int) -> None:
+        if not self._keep(inner):
+            return
+        threading.Thread(
+            target=self._connect, args=(inner, port), name=f"relay-{port}", daemon=True
+        ).start()
+
+    def _connect(self, inner: socket.socket, port: int) -> None:
+        try:
+            outer = _to_host(port)
+        except OSError:
+            self._drop(inner)  # refused here: the agent sees it refused too
+            return
+        if not self._keep(outer):
+            self._drop(inner)
+            return
+        back = threading.Thread(target=_copy, args=(outer, inner), daemon=True)
+        back.start()
+        _copy(inner, outer)
+        back.join()
+        self._drop(inner)
+        self._drop(outer)
+
+    def _keep(self, sock: socket.socket) -> bool:
+        with self.lock:
+            if self.closed:
+                sock.close()
+                return False
+            self.open.add(sock)
+            return True
+
+    def _drop(self, sock: socket.socket) -> None:
+        with self.lock:
+            self.open.discard(sock)
+        sock.close()
+
+    def close(self) -> None:
+        """End every listener and connection (their copies then end too)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            carried, self.open = list(self.open), set()
+        for sock, _ in self.listeners.values():
+            sock.close()
+        for sock in carried:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        os.close(self.exit_fd)
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    """Bytes from ``src`` to ``dst`` until ``src`` ends; then ``dst`` hears the end."""
+    try:
+        while data := src.recv(CHUNK):
+            dst.sendall(data)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
