@@ -364,3 +364,46 @@ def test_host_ports_in_the_spec_and_the_seatbelt_profile(world: dict[str, Path])
     assert not Sandbox(spec_for(world, host_ports=(11434,))).relayed  # shared: reached already
     host = spec_for(world, host_network=True, host_ports=(11434,))
     assert not Sandbox(host, slirp="/usr/bin/slirp4netns").relayed
+
+
+def test_an_agent_that_opens_connections_without_end_is_cut_off_at_the_cap(
+    world: dict[str, Path],
+) -> None:
+    """Each relayed connection costs the supervisor two threads: past ``MAX_CARRIED`` held
+    at once, a new one is closed at once (the held ones keep working)."""
+    from laneboard.agents.relay import MAX_CARRIED
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(256)
+    held: list[socket.socket] = []
+
+    def greet() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"hi")
+            held.append(conn)
+
+    threading.Thread(target=greet, daemon=True).start()
+    port = server.getsockname()[1]
+    many = (
+        "import socket, sys\n"
+        "socks, said = [], []\n"
+        "for _ in range(int(sys.argv[2])):\n"
+        "    s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+        "    s.settimeout(20)\n"
+        "    said.append(s.recv(2))\n"
+        "    socks.append(s)\n"
+        "print('GREETED', said.count(b'hi'), 'CLOSED', said.count(b''))\n"
+    )
+    spec = spec_for(world, network=False, host_ports=(port,))
+    try:
+        out = relayed(spec, f'{sys.executable} -c "{many}" {port} {MAX_CARRIED + 6}')
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert f"GREETED {MAX_CARRIED} CLOSED 6" in out, out

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 CLONE_NEWNET = 0x40000000
 BACKLOG = 64
 CHUNK = 65536
+MAX_CARRIED = 64  # connections one sandbox may hold at once: each costs two threads here
 INSIDE = (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
 
 
@@ -107,6 +108,7 @@ class Relay:
         self.listeners = {sock.fileno(): (sock, port) for sock, port in listeners}
         self.exit_fd = exit_fd
         self.open: set[socket.socket] = set()
+        self.carried = 0
         self.lock = threading.Lock()
         self.closed = False
 
@@ -130,6 +132,15 @@ class Relay:
             self.close()
 
     def _carry(self, inner: socket.socket, port: int) -> None:
+        """Relay one connection, unless the sandbox holds ``MAX_CARRIED`` already: an agent
+        that opens connections without end is cut off, not the supervisor's threads."""
+        with self.lock:
+            full = self.carried >= MAX_CARRIED
+            if not full:
+                self.carried += 1
+        if full:
+            inner.close()
+            return
         if not self._keep(inner):
             return
         threading.Thread(
@@ -140,17 +151,16 @@ class Relay:
         try:
             outer = _to_host(port)
         except OSError:
-            self._drop(inner)  # refused here: the agent sees it refused too
-            return
-        if not self._keep(outer):
-            self._drop(inner)
-            return
-        back = threading.Thread(target=_copy, args=(outer, inner), daemon=True)
-        back.start()
-        _copy(inner, outer)
-        back.join()
+            outer = None  # refused here: the agent sees it refused too
+        if outer is not None and self._keep(outer):
+            back = threading.Thread(target=_copy, args=(outer, inner), daemon=True)
+            back.start()
+            _copy(inner, outer)
+            back.join()
+            self._drop(outer)
         self._drop(inner)
-        self._drop(outer)
+        with self.lock:
+            self.carried -= 1
 
     def _keep(self, sock: socket.socket) -> bool:
         with self.lock:
