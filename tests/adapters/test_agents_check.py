@@ -212,3 +212,35 @@ def test_an_endpoint_on_this_machines_loopback_is_out_of_the_sandboxs_reach(
             assert pi["reachable"] is True and pi["problem"] is None, relayed
     finally:
         server.close()
+
+
+def test_what_a_kinds_sandbox_reaches_decides_its_endpoints_reachability() -> None:
+    """Checked without a server: a loopback endpoint is reached only through its relayed
+    port; with ``network = "none"`` nothing else is; ``"host"`` and no sandbox reach all."""
+    from laneboard.agents.checking import _contained, out_of_the_sandbox
+    from laneboard.agents.credentials import Login
+
+    def reach(endpoint: str, **settings: Any) -> tuple[bool | None, str | None]:
+        got = out_of_the_sandbox(Login(True, "key", endpoint, True, None), "pi", settings)
+        return got.reachable, got.problem
+
+    assert reach("http://127.0.0.1:8080/v1") == (
+        False,
+        "endpoint http://127.0.0.1:8080/v1 is on this machine's loopback, which the agents' "
+        "sandbox does not reach: set host_ports = [8080] in [supervisor.agent_kinds.pi] "
+        "(docs/sandbox.md)",
+    )
+    assert reach("http://localhost/v1", host_ports=[80]) == (True, None)
+    assert reach("https://[::1]/v1", host_ports=[80])[0] is False  # https: port 443
+    assert reach("https://api.example.com/v1") == (True, None)
+    assert reach("https://api.example.com/v1", network="none") == (
+        False,
+        'endpoint https://api.example.com/v1 is out of reach of a sandbox with network = "none": '
+        "unset network in [supervisor.agent_kinds.pi] (docs/sandbox.md)",
+    )
+    assert reach("http://127.0.0.1:11434", network="none", host_ports=[11434]) == (True, None)
+    assert reach("http://127.0.0.1:11434", network="host") == (True, None)
+    assert _contained("bwrap", "isolated", {}) and _contained("bwrap", "profile", {})
+    assert _contained("bwrap", "shared", {"network": "none"})
+    assert not _contained("bwrap", "shared", {}) and not _contained("off", "isolated", {})
+    assert not _contained("bwrap", "isolated", {"network": "host"})

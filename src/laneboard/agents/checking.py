@@ -23,8 +23,9 @@ def check_report(cfg: SupervisorConfig, kinds: Sequence[str], handshake: bool) -
     rows = []
     for r in results:
         state = login(r.kind, os.environ, kinds_cfg.get(r.kind, {})) if r.found else None
-        if state is not None and box.network == "isolated":
-            state = out_of_the_sandbox(state, r.kind, kinds_cfg.get(r.kind, {}))
+        settings = kinds_cfg.get(r.kind, {})
+        if state is not None and _contained(box.mode, box.network, settings):
+            state = out_of_the_sandbox(state, r.kind, settings)
         rows.append(
             {**r.to_dict(), "permissions": perms.get(r.kind),
              "login": state.to_dict() if state else None}
@@ -38,24 +39,38 @@ def check_report(cfg: SupervisorConfig, kinds: Sequence[str], handshake: bool) -
     }
 
 
+def _contained(mode: str, network: str, settings: dict[str, Any]) -> bool:
+    """Whether a kind's sandbox keeps the host's loopback out (a network of its own, or
+    macOS's profile) or has no network at all (``network = "none"``)."""
+    if mode == "off" or settings.get("network") == "host":
+        return False
+    return network in ("isolated", "profile") or settings.get("network") == "none"
+
+
 def out_of_the_sandbox(state: Login, kind: str, settings: dict[str, Any]) -> Login:
-    """An endpoint on this machine's loopback is out of reach of a sandbox with a network
-    of its own (``agents.netns``), however well it answers here: unreachable, with the fix."""
-    if not state.endpoint or settings.get("network") in ("host", "none"):
+    """An endpoint the kind's sandbox does not reach, however well it answers here:
+    unreachable, with the fix. One on this machine's loopback is reached only through
+    ``host_ports`` (``agents.relay``); with ``network = "none"``, nothing else is."""
+    if not state.endpoint or settings.get("network") == "host":
         return state
     url = urlsplit(state.endpoint)
-    if not _loopback(url.hostname or ""):
+    loopback = _loopback(url.hostname or "")
+    none = settings.get("network") == "none"
+    if not loopback and not none:
         return state
     try:
         port = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
         port = None
-    if port in _ports(settings.get("host_ports")):
-        return state  # relayed into the sandbox (``agents.relay``)
+    if loopback and port in _ports(settings.get("host_ports")):
+        return state  # relayed into the sandbox
+    table = f"[supervisor.agent_kinds.{kind}]"
     problem = (
         f"endpoint {state.endpoint} is on this machine's loopback, which the agents' sandbox "
-        f"does not reach: set host_ports = [{port or 'PORT'}] in "
-        f"[supervisor.agent_kinds.{kind}] (docs/sandbox.md)"
+        f"does not reach: set host_ports = [{port or 'PORT'}] in {table} (docs/sandbox.md)"
+        if loopback
+        else f'endpoint {state.endpoint} is out of reach of a sandbox with network = "none": '
+        f"unset network in {table} (docs/sandbox.md)"
     )
     return Login(state.logged_in, state.how, state.endpoint, False, state.problem or problem)
 
