@@ -163,6 +163,23 @@ def registered_passes() -> list[tuple[str, PassFn]]:
 
 
 @dataclass
+class LoopState:
+    """What the supervisor's loop carries from one round to the next."""
+
+    marks: tuple[EventCursor, EventCursor]  # the log's marks as last read
+    next_extra: dict[str, int]  # when each extra clock is due (ms)
+    next_beat: int = 0
+    next_ping: int = 0
+    wake_at: float | None = 0.0  # when the debounced tick comes (monotonic; 0: at once)
+    last_tick: float = float("-inf")  # when the last tick ended (monotonic)
+    news: set[str] | None = None  # what the next tick is for (None: every pass)
+    last_drain: float = float("-inf")
+    last_runs: float = float("-inf")
+    runs_news: bool = True  # a run's event was logged since the runs were last read
+    slot_freed: bool = False  # a turn ended since the queue was last read
+
+
+@dataclass
 class TickResult:
     state: str  # idle | skipped | ran
     reason: str = ""
@@ -452,90 +469,21 @@ class Supervisor:
     def run(self, *, max_seconds: float | None = None) -> None:
         """Run until stopped (signal or ``stop_event``)."""
         rt = self.rt
-        t = rt.config.time
         if rt.instance is None:
             self.start()
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        next_beat = next_ping = 0
-        next_extra = {name: 0 for name, _, _ in self.extra_clocks}
-        wake_at: float | None = 0.0  # tick at once on start
-        debounce = rt.config.debounce_ms / 1000
-        last_tick = float("-inf")  # when the last tick ended (monotonic)
-        news: set[str] | None = None  # what the next tick is for (None: every pass)
-        last_drain = last_runs = float("-inf")
-        runs_news = True  # a run's event was logged since the runs were last read
-        slot_freed = False  # a turn ended since the queue was last read
         self.wakeups.start()
         pulse = threading.Thread(target=self._pulse, name="laneboard-heartbeat", daemon=True)
         pulse.start()
         with rt.store.autocommit() as tx:
-            marks = tx.log_marks()
+            st = LoopState(tx.log_marks(), {name: 0 for name, _, _ in self.extra_clocks})
         self.pool.stops_follow_news = True  # this loop reads the log: it tells the pool
         try:
             while not self.stop_event.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 try:
-                    seen = self.wakeups.generation  # a wake-up after this is looked at again
-                    now = rt.now()
-                    pinged = now >= next_ping
-                    if now >= next_beat:
-                        self._beat()
-                        next_beat = now + t.pool_heartbeat * 1000
-                    if pinged:
-                        self.ping()
-                        next_ping = now + t.ping_interval * 1000
-                    for name, every_ms, fn in self.extra_clocks:
-                        if now >= next_extra[name]:
-                            try:
-                                fn()
-                            except Exception as exc:
-                                rt.log.error("supervisor", f"{name} failed: {exc}")
-                            next_extra[name] = now + every_ms
-                    marks, fresh = self._news(marks)
-                    if fresh is None or STOP_REQUESTED in fresh:
-                        self.pool.stops_news()  # the watchdogs read stop requests on this news
-                    runs_news = (
-                        runs_news or fresh is None or any(t.startswith("run.") for t in fresh)
-                    )
-                    # a turn's end closes its queue row after its last event, so the log does
-                    # not show the slot it frees: when the last poll left a card waiting for
-                    # one, the tick it wakes runs its passes (the queue is read again anyway)
-                    if self.pool.changed.is_set():
-                        self.pool.changed.clear()
-                        slot_freed = True
-                        if fresh is not None and self.ticker.waits_on_rows:
-                            fresh = {*fresh, FREED}
-                    if fresh is None or fresh:
-                        news = None if fresh is None or news is None else news | fresh
-                        if wake_at is None:
-                            # the first news after a quiet spell ticks at once; a burst waits
-                            # for the debounce after the tick before, and makes one tick
-                            wake_at = max(self.monotonic(), last_tick + debounce)
-                    due = now >= self.ticker.next_due_ms
-                    ticked = False
-                    if due or (wake_at is not None and self.monotonic() >= wake_at):
-                        freed = news is None or FREED in news
-                        self.last_tick = self.ticker.tick(
-                            force=due or freed, news=None if due else news
-                        )
-                        wake_at, ticked = None, True
-                        last_tick = self.monotonic()
-                        if self.last_tick.state == "ran":
-                            self.ticks += 1
-                            news = set()
-                        elif self.last_tick.state == "skipped":  # another tick holds the lease
-                            wake_at = last_tick + CLOCK_CHECK_S
-                    if self.runs is not None and self._runs_due(runs_news, last_runs):
-                        last_runs, runs_news = time.monotonic(), False
-                        self.runs()
-                    # pending rows come from this process (a tick's poll that claimed, a turn's
-                    # retry, a recovery) or, rarely, a one-off ``lb loop`` here: read after those
-                    stale = time.monotonic() - last_drain >= DRAIN_POLL_S
-                    if (ticked and self.ticker.queued) or pinged or slot_freed or stale:
-                        last_drain, slot_freed = time.monotonic(), False
-                        self.pool.drain()
-                    self._sleep(seen, wake_at, [next_beat, next_ping, *next_extra.values()])
+                    self._round(st)
                 except Exception as exc:
                     if not rt.store.unavailable(exc):
                         raise
@@ -548,6 +496,83 @@ class Supervisor:
             self.wakeups.close()
             pulse.join(10)
             self.shutdown()
+
+    def _round(self, st: LoopState) -> None:
+        """One round of the loop: the clocks, the log's news, a tick when one is due, the
+        runs, the queue; then a sleep until the next of them or a wake-up."""
+        seen = self.wakeups.generation  # a wake-up after this is looked at again
+        now = self.rt.now()
+        pinged = self._clocks(st, now)
+        self._take_news(st)
+        ticked = self._tick_when_due(st, now)
+        if self.runs is not None and self._runs_due(st.runs_news, st.last_runs):
+            st.last_runs, st.runs_news = time.monotonic(), False
+            self.runs()
+        # pending rows come from this process (a tick's poll that claimed, a turn's
+        # retry, a recovery) or, rarely, a one-off ``lb loop`` here: read after those
+        stale = time.monotonic() - st.last_drain >= DRAIN_POLL_S
+        if (ticked and self.ticker.queued) or pinged or st.slot_freed or stale:
+            st.last_drain, st.slot_freed = time.monotonic(), False
+            self.pool.drain()
+        self._sleep(seen, st.wake_at, [st.next_beat, st.next_ping, *st.next_extra.values()])
+
+    def _clocks(self, st: LoopState, now: int) -> bool:
+        """The heartbeat, the ping and the extra clocks that are due; whether it pinged."""
+        t = self.rt.config.time
+        pinged = now >= st.next_ping
+        if now >= st.next_beat:
+            self._beat()
+            st.next_beat = now + t.pool_heartbeat * 1000
+        if pinged:
+            self.ping()
+            st.next_ping = now + t.ping_interval * 1000
+        for name, every_ms, fn in self.extra_clocks:
+            if now >= st.next_extra[name]:
+                try:
+                    fn()
+                except Exception as exc:
+                    self.rt.log.error("supervisor", f"{name} failed: {exc}")
+                st.next_extra[name] = now + every_ms
+        return pinged
+
+    def _take_news(self, st: LoopState) -> None:
+        """What the log says since the last round: what the next tick is for, and when."""
+        st.marks, fresh = self._news(st.marks)
+        if fresh is None or STOP_REQUESTED in fresh:
+            self.pool.stops_news()  # the watchdogs read stop requests on this news
+        st.runs_news = st.runs_news or fresh is None or any(x.startswith("run.") for x in fresh)
+        # a turn's end closes its queue row after its last event, so the log does not
+        # show the slot it frees: when the last poll left a card waiting for one, the
+        # tick it wakes runs its passes (the queue is read again anyway)
+        if self.pool.changed.is_set():
+            self.pool.changed.clear()
+            st.slot_freed = True
+            if fresh is not None and self.ticker.waits_on_rows:
+                fresh = {*fresh, FREED}
+        if fresh is None or fresh:
+            st.news = None if fresh is None or st.news is None else st.news | fresh
+            if st.wake_at is None:
+                # the first news after a quiet spell ticks at once; a burst waits for the
+                # debounce after the tick before, and makes one tick
+                debounce = self.rt.config.debounce_ms / 1000
+                st.wake_at = max(self.monotonic(), st.last_tick + debounce)
+
+    def _tick_when_due(self, st: LoopState, now: int) -> bool:
+        """A tick, when its clock is due or the news's debounce has passed; whether it
+        ticked."""
+        due = now >= self.ticker.next_due_ms
+        if not due and (st.wake_at is None or self.monotonic() < st.wake_at):
+            return False
+        freed = st.news is None or FREED in st.news
+        self.last_tick = self.ticker.tick(force=due or freed, news=None if due else st.news)
+        st.wake_at = None
+        st.last_tick = self.monotonic()
+        if self.last_tick.state == "ran":
+            self.ticks += 1
+            st.news = set()
+        elif self.last_tick.state == "skipped":  # another tick holds the lease
+            st.wake_at = st.last_tick + CLOCK_CHECK_S
+        return True
 
     def _wait_for_store(self, exc: BaseException) -> None:
         """The database is out of reach (down, restarting, the connection lost): wait and
