@@ -407,3 +407,28 @@ def test_an_agent_that_opens_connections_without_end_is_cut_off_at_the_cap(
         for conn in held:
             conn.close()
     assert f"GREETED {MAX_CARRIED} CLOSED 6" in out, out
+
+
+def test_lb_start_logs_what_of_the_hosts_loopback_each_kind_reaches(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """The start log names a kind that shares the whole loopback and the single ports a
+    kind has relayed in."""
+    from tests.supervisor.helpers import config
+
+    from laneboard.store import open_store
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.preflight import preflight
+    from laneboard.supervisor.runtime import Runtime
+
+    kinds = {"pi": {"network": "host"}, "claude": {"host_ports": (11434, 8080)}}
+    cfg = config(tmp_path, agent_kinds=kinds)
+    store = open_store(sqlite_store_url)
+    log = tmp_path / "supervisor.log"
+    try:
+        preflight(Runtime(store, cfg, "m", LogFile(str(log))))
+    finally:
+        store.close()
+    text = log.read_text()
+    assert 'pi agents share this machine\'s network (network = \\"host\\")' in text  # logfmt
+    assert "claude agents reach this machine's loopback port 11434, 8080" in text
