@@ -18,7 +18,8 @@ from laneboard.domain.model import agent, human
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
-from laneboard.supervisor import cluster, instances, loop, patrol, records
+from laneboard.supervisor import cluster, instances, patrol, records
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.loop import Supervisor
 from laneboard.supervisor.runtime import Runtime
@@ -69,19 +70,19 @@ def hosts(store_url: str, tmp_path: Path) -> Iterator[Hosts]:
 
 def test_a_cluster_pass_runs_on_one_machine_at_a_time(hosts: Hosts) -> None:
     a, b = hosts.runtime("a"), hosts.runtime("b")
-    inner: list[loop.TickResult] = []
+    inner: list[ticks.TickResult] = []
 
     def patrol_that_overlaps(rt: Runtime, _dry: bool) -> dict[str, Any]:
         if rt is a and not inner:  # machine b ticks while a is in the middle of its patrol
-            inner.append(loop.Ticker(b).tick(force=True))
+            inner.append(ticks.Ticker(b).tick(force=True))
         return {"ran on": rt.machine}
 
-    loop.PASSES["patrol"] = patrol_that_overlaps
+    ticks.PASSES["patrol"] = patrol_that_overlaps
     try:
-        outer = loop.Ticker(a).tick(force=True)
-        later = loop.Ticker(b).tick(force=True)
+        outer = ticks.Ticker(a).tick(force=True)
+        later = ticks.Ticker(b).tick(force=True)
     finally:
-        loop.PASSES["patrol"] = patrol.patrol_pass
+        ticks.PASSES["patrol"] = patrol.patrol_pass
     assert outer.passes["patrol"] == {"ran on": "a"}
     assert inner[0].state == "ran"  # b ticked: its own machine's passes ran
     assert inner[0].passes["patrol"] == {"skipped": f"running on {a.instance}"}
@@ -102,7 +103,7 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
     a = hosts.runtime("a")
     board = a.board
     card = board.create_card(human(), "E", "work", acceptance_mode="off")
-    assert loop.Ticker(a).tick(force=True).state == "ran"  # a claims it for its pool
+    assert ticks.Ticker(a).tick(force=True).state == "ran"  # a claims it for its pool
     held = board.get(card.ref)
     assert held.status is Status.IN_PROGRESS
     old_epoch = held.claim_epoch
@@ -136,7 +137,7 @@ def test_a_silent_host_is_fenced_and_its_cards_taken_over(hosts: Hosts) -> None:
     with pytest.raises(LaneboardError) as err:  # what the old host's agent still writes
         board.heartbeat(agent(held.holder or "worker", card.id, old_epoch), card.ref)
     assert err.value.code == "STALE_CLAIM"
-    assert loop.Ticker(b).tick(force=True).state == "ran"  # taken over at once
+    assert ticks.Ticker(b).tick(force=True).state == "ran"  # taken over at once
     again = board.get(card.ref)
     assert again.status is Status.IN_PROGRESS and again.claim_epoch == old_epoch + 2
     with b.store.read() as tx:
@@ -182,7 +183,7 @@ def test_the_old_hosts_agent_writes_nothing_once_its_card_moved_on(hosts: Hosts)
     a = hosts.runtime("a")
     board = a.board
     card = board.create_card(human(), "E", "work", acceptance_mode="off")
-    assert loop.Ticker(a).tick(force=True).state == "ran"
+    assert ticks.Ticker(a).tick(force=True).state == "ran"
     held = board.get(card.ref)
     stale = agent(held.holder or "worker", card.id, held.claim_epoch)
     hosts.clock.advance(seconds=3 * a.config.time.pool_heartbeat + 1)
@@ -191,7 +192,7 @@ def test_the_old_hosts_agent_writes_nothing_once_its_card_moved_on(hosts: Hosts)
     with pytest.raises(LaneboardError) as err:  # nor does it claim the fenced card back
         board.claim(stale, card.ref)
     assert err.value.code == "STALE_CLAIM"
-    assert loop.Ticker(b).tick(force=True).state == "ran"  # b takes it over
+    assert ticks.Ticker(b).tick(force=True).state == "ran"  # b takes it over
     now = board.get(card.ref)
     board.deliver(agent(now.holder or "worker", card.id, now.claim_epoch), card.ref, "b's work")
     assert board.get(card.ref).status is Status.IN_REVIEW
@@ -231,7 +232,7 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
             assert release.wait(60)
             return {}
 
-        loop.PASSES["patrol"] = slow_patrol
+        ticks.PASSES["patrol"] = slow_patrol
         sup = Supervisor(a)
         runner = threading.Thread(target=sup.run, daemon=True)
         runner.start()
@@ -255,7 +256,7 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
             release.set()
             sup.stop_event.set()
             runner.join(60)
-            loop.PASSES["patrol"] = patrol.patrol_pass
+            ticks.PASSES["patrol"] = patrol.patrol_pass
     finally:
         hosts.close()
 
@@ -263,9 +264,9 @@ def test_a_long_tick_keeps_beating_and_is_not_fenced(store_url: str, tmp_path: P
 def test_a_resident_tick_skips_a_pass_held_elsewhere_without_a_transaction(
     hosts: Hosts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(loop, "IDLE", {})  # as when the workflow has work to do
+    monkeypatch.setattr(ticks, "IDLE", {})  # as when the workflow has work to do
     a, b = hosts.runtime("a"), hosts.runtime("b")
-    ticker = loop.Ticker(b)
+    ticker = ticks.Ticker(b)
     ticker.resident = True
     assert ticker.tick(force=True).state == "ran"  # its first tick takes its tick lease
     with a.store.write() as tx:  # a runs the workflow pass now
@@ -288,7 +289,7 @@ def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(
     hosts: Hosts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     b = hosts.runtime("b")
-    ticker = loop.Ticker(b)
+    ticker = ticks.Ticker(b)
     ticker.resident = True
     assert ticker.tick(force=True).state == "ran"
     writes = count_calls(monkeypatch, b.store, "write")

@@ -11,7 +11,8 @@ import pytest
 from laneboard.board.service import Board
 from laneboard.domain.model import human
 from laneboard.store import open_store
-from laneboard.supervisor import loop, outcomes, patrol
+from laneboard.supervisor import outcomes, patrol
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -37,16 +38,16 @@ def test_a_write_during_the_passes_wakes_the_next_tick(store_url: str, tmp_path:
                 other.close()
         return {}
 
-    loop.PASSES["patrol"] = agent_writes_mid_tick
+    ticks.PASSES["patrol"] = agent_writes_mid_tick
     try:
-        ticker = loop.Ticker(rt)
+        ticker = ticks.Ticker(rt)
         assert ticker.tick().state == "ran"
         assert wrote
         second = ticker.tick()  # not forced and not due: only the new event makes it run
         assert second.state == "ran"
         assert ticker.tick().state == "idle"  # and once seen, it is seen
     finally:
-        loop.PASSES["patrol"] = patrol.patrol_pass
+        ticks.PASSES["patrol"] = patrol.patrol_pass
         store.close()
 
 

@@ -21,7 +21,8 @@ from laneboard.domain.roles import Role
 from laneboard.domain.timecontract import TimeContract
 from laneboard.errors import LaneboardError
 from laneboard.store import Store, open_store
-from laneboard.supervisor import instances, loop, patrol, records
+from laneboard.supervisor import instances, patrol, records
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -163,7 +164,7 @@ def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_
     from laneboard.supervisor.poll import backoff_ms
 
     clock, store, board, ref, rt = _nowhere(store_url, tmp_path)
-    ticker = loop.Ticker(rt)
+    ticker = ticks.Ticker(rt)
     for _ in range(3):  # two at once, then the third failure starts the backoff
         assert ticker.tick(force=True).state == "ran"
     with store.read() as tx:
@@ -219,7 +220,7 @@ def test_dry_run_plans_and_changes_nothing(sqlite_store_url: str, tmp_path: Path
     )
     with store.read() as tx:
         before = tx.max_event_id()
-    result = loop.Ticker(rt).tick(force=True, dry_run=True)
+    result = ticks.Ticker(rt).tick(force=True, dry_run=True)
     assert result.passes["poll"]["plan"] == [
         {"card": "F-1", "role": "worker", "kind": "scripted", "stale": False, "action": "claim"}
     ]
@@ -235,7 +236,7 @@ def test_idle_tick_writes_nothing(sqlite_store_url: str, tmp_path: Path) -> None
     rt = Runtime(
         store, config(tmp_path), "m", LogFile(str(tmp_path / "log")), pool_alive=lambda: True
     )
-    ticker = loop.Ticker(rt)
+    ticker = ticks.Ticker(rt)
     assert ticker.tick().state == "ran"
     raw = store._acquire()
     changes = raw.total_changes
@@ -262,7 +263,7 @@ def test_overlapping_ticks_skip_and_never_claim_twice(store_url: str, tmp_path: 
         gate.wait(30)
         return {}
 
-    loop.PASSES["patrol"] = slow_pass
+    ticks.PASSES["patrol"] = slow_pass
     try:
         rt1 = Runtime(
             store, config(tmp_path), "m", LogFile(str(tmp_path / "l1")), pool_alive=lambda: True
@@ -272,14 +273,14 @@ def test_overlapping_ticks_skip_and_never_claim_twice(store_url: str, tmp_path: 
             store2, config(tmp_path), "m", LogFile(str(tmp_path / "l2")), pool_alive=lambda: True
         )
         results: list[Any] = []
-        t = threading.Thread(target=lambda: results.append(loop.Ticker(rt1).tick(force=True)))
+        t = threading.Thread(target=lambda: results.append(ticks.Ticker(rt1).tick(force=True)))
         t.start()
         assert entered.wait(30)
-        second = loop.Ticker(rt2).tick(force=True)
+        second = ticks.Ticker(rt2).tick(force=True)
         gate.set()
         t.join(30)
     finally:
-        loop.PASSES["patrol"] = patrol.patrol_pass  # registered again for later tests
+        ticks.PASSES["patrol"] = patrol.patrol_pass  # registered again for later tests
     assert second.state == "skipped" and "lock held" in second.reason
     assert results[0].state == "ran" and len(results[0].passes["poll"]["claimed"]) == 6
     claims = [e for e in board.events(limit=1000) if e.type == "card.claimed"]

@@ -11,7 +11,7 @@ from typing import Any
 from laneboard.board.service import Board
 from laneboard.domain.model import human
 from laneboard.store import Store, open_store
-from laneboard.supervisor import loop
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.doctor import doctor_report
 from laneboard.supervisor.holds import hold_card
 from laneboard.supervisor.logs import LogFile
@@ -42,13 +42,13 @@ def test_a_dead_process_lease_is_named_then_taken_over(store_url: str, tmp_path:
     store, _, rt = _setup(store_url, tmp_path)
     dead = f"m:{_dead_pid()}:1"
     with store.write() as tx:  # a supervisor SIGKILLed mid-tick left its lease
-        assert tx.acquire_lock(loop.tick_lock("m"), dead, TTL)
+        assert tx.acquire_lock(ticks.tick_lock("m"), dead, TTL)
     (lease,) = status_report(store, machine="m")["leases"]
     assert (lease["name"], lease["holder"], lease["blocking"]) == ("tick:m", dead, True)
     assert "is gone" in lease["holder_dead"]
     reasons = doctor_report(store, machine="m")["reasons"]
     assert any("tick:m lease is held by " + dead in r for r in reasons), reasons
-    result = loop.Ticker(rt).tick()
+    result = ticks.Ticker(rt).tick()
     assert result.state == "ran"  # at once, not after the 30-minute TTL
     assert result.passes["poll"]["claimed"] == ["L-1"]
     assert status_report(store, machine="m")["leases"] == []  # released after the tick
@@ -60,9 +60,9 @@ def test_a_dead_instance_lease_is_taken_over(store_url: str, tmp_path: Path) -> 
     with store.write() as tx:  # another machine's supervisor, already marked dead
         tx.insert_supervisor("far:4242:1", "far", 4242, tx.now(), {})
         tx.mark_supervisor_dead("far:4242:1")
-        assert tx.acquire_lock(loop.tick_lock("m"), "far:4242:99", TTL)
+        assert tx.acquire_lock(ticks.tick_lock("m"), "far:4242:99", TTL)
     assert status_report(store, machine="m")["leases"][0]["blocking"] is True
-    assert loop.Ticker(rt).tick().state == "ran"
+    assert ticks.Ticker(rt).tick().state == "ran"
     store.close()
 
 
@@ -70,8 +70,8 @@ def test_a_live_holder_keeps_its_lease(store_url: str, tmp_path: Path) -> None:
     store, _, rt = _setup(store_url, tmp_path)
     alive = f"m:{os.getpid()}:other-ticker"
     with store.write() as tx:
-        assert tx.acquire_lock(loop.tick_lock("m"), alive, TTL)
-    result = loop.Ticker(rt).tick()
+        assert tx.acquire_lock(ticks.tick_lock("m"), alive, TTL)
+    result = ticks.Ticker(rt).tick()
     assert result.state == "skipped" and alive in result.reason
     (lease,) = status_report(store, machine="m")["leases"]
     assert lease["blocking"] is False and lease["holder_dead"] is None
@@ -235,11 +235,11 @@ def test_a_resident_ticker_keeps_its_tick_lease_and_renews_it_at_half_ttl(
     store, board, rt = _setup(store_url, tmp_path)
     clock = store.clock
     assert isinstance(clock, RealNowClock)
-    ticker = loop.Ticker(rt)
+    ticker = ticks.Ticker(rt)
     ticker.resident = True
     assert ticker.tick().state == "ran"
     with store.read() as tx:
-        first = tx.lock_row(loop.tick_lock("m"))
+        first = tx.lock_row(ticks.tick_lock("m"))
     assert first is not None and first["holder"] == ticker.holder  # kept after the tick
     writes: list[int] = []
     write = store.write
@@ -256,12 +256,12 @@ def test_a_resident_ticker_keeps_its_tick_lease_and_renews_it_at_half_ttl(
     assert result.passes["poll"]["claimed"] == ["L-2"]
     claim_writes = len(writes)
     with store.read() as tx:
-        assert tx.lock_row(loop.tick_lock("m")) == first
+        assert tx.lock_row(ticks.tick_lock("m")) == first
     clock.advance(seconds=TTL / 2000 + 1)  # past half its TTL: the next tick renews it
     assert ticker.tick(news={"card.created"}).state == "ran"
     assert len(writes) == claim_writes + 1
     with store.read() as tx:
-        renewed = tx.lock_row(loop.tick_lock("m"))
+        renewed = tx.lock_row(ticks.tick_lock("m"))
     assert renewed is not None and renewed["holder"] == ticker.holder
     assert int(renewed["expires_at"]) > int(first["expires_at"])
     store.write = write  # type: ignore[method-assign]
@@ -276,16 +276,16 @@ def test_a_resident_ticker_skips_while_another_process_holds_the_lease(
     store, _, rt = _setup(store_url, tmp_path)
     alive = f"m:{os.getpid()}:a-one-shot-tick"
     with store.write() as tx:
-        assert tx.acquire_lock(loop.tick_lock("m"), alive, TTL)
-    ticker = loop.Ticker(rt)
+        assert tx.acquire_lock(ticks.tick_lock("m"), alive, TTL)
+    ticker = ticks.Ticker(rt)
     ticker.resident = True
     result = ticker.tick()
     assert result.state == "skipped" and alive in result.reason
     with store.write() as tx:
-        assert tx.release_lock(loop.tick_lock("m"), alive)
+        assert tx.release_lock(ticks.tick_lock("m"), alive)
     assert ticker.tick().state == "ran"
     with store.read() as tx:
-        assert tx.lock_row(loop.tick_lock("m"))["holder"] == ticker.holder
+        assert tx.lock_row(ticks.tick_lock("m"))["holder"] == ticker.holder
     store.close()
 
 
@@ -319,7 +319,7 @@ def test_a_tick_says_whether_its_poll_queued_rows_for_the_pool_to_drain(
     store_url: str, tmp_path: Path
 ) -> None:
     store, board, rt = _setup(store_url, tmp_path)
-    ticker = loop.Ticker(rt)
+    ticker = ticks.Ticker(rt)
     assert ticker.tick().passes["poll"]["claimed"] == ["L-1"]
     assert ticker.queued  # the loop drains the queue after this tick
     assert ticker.tick(force=True).passes["poll"]["claimed"] == []

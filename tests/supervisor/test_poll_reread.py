@@ -62,14 +62,14 @@ def test_a_candidate_claimed_elsewhere_is_left_alone_once_read_again(
 def test_the_poll_reads_the_projects_again_on_a_projects_news_only(
     store_url: str, tmp_path: Path
 ) -> None:
-    from laneboard.supervisor import loop
+    from laneboard.supervisor import ticker as ticks
 
     store = open_store(store_url, RealNowClock())
     board = Board(store)
     board.add_project(human(), "P", path=str(tmp_path))
     rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "log")),
                  pool_alive=lambda: True)  # fmt: skip
-    ticker = loop.Ticker(rt)
+    ticker = ticks.Ticker(rt)
     ticker.resident = True  # lb start's ticker: it keeps the projects between polls
     ticker.tick(force=True)
     seen = rt.projects_seen

@@ -12,6 +12,7 @@ from laneboard.board.service import Board
 from laneboard.domain.model import human, system
 from laneboard.store import Store, open_store
 from laneboard.supervisor import loop
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
@@ -87,7 +88,7 @@ def test_the_turn_paths_own_records_wake_no_tick(store_url: str, tmp_path: Path)
         rt.store.close()
 
 
-def _names(passes: list[tuple[str, loop.PassFn]]) -> list[str]:
+def _names(passes: list[tuple[str, ticks.PassFn]]) -> list[str]:
     return [name for name, _ in passes]
 
 
@@ -96,8 +97,8 @@ def test_an_event_tick_runs_the_passes_its_news_is_for(
 ) -> None:
     rt = _runtime(sqlite_store_url, tmp_path)
     try:
-        ticker = loop.Ticker(rt)
-        every = _names(loop.registered_passes())
+        ticker = ticks.Ticker(rt)
+        every = _names(ticks.registered_passes())
         assert _names(ticker.wanted(None)) == every
         # patrol is time-based: the first event tick runs it, then once a minute at most
         assert _names(ticker.wanted({"report.added"})) == ["patrol", "workflow"]
@@ -105,7 +106,7 @@ def test_an_event_tick_runs_the_passes_its_news_is_for(
         assert got.state == "ran"
         assert set(got.passes) == {"patrol", "workflow"}  # and no alert: no notifier
         assert _names(ticker.wanted({"card.moved"})) == ["workflow", "lanes", "cleanup", "poll"]
-        assert _names(ticker.wanted({loop.FREED})) == ["workflow", "poll"]
+        assert _names(ticker.wanted({ticks.FREED})) == ["workflow", "poll"]
         assert _names(ticker.wanted({"some.new_type"})) == [
             "workflow", "lanes", "cleanup", "poll"
         ]  # fmt: skip
@@ -114,7 +115,7 @@ def test_an_event_tick_runs_the_passes_its_news_is_for(
         assert set(got.passes) == {"notify"}
         got = ticker.tick(force=True)  # the periodic tick (or lb loop tick): every pass
         assert set(got.passes) == {*every, "notify"}
-        monkeypatch.setattr(loop, "PATROL_EVENT_S", 0.0)
+        monkeypatch.setattr(ticks, "PATROL_EVENT_S", 0.0)
         assert "patrol" in _names(ticker.wanted({"report.added"}))
     finally:
         rt.store.close()
@@ -196,8 +197,8 @@ def test_every_machine_cleans_its_own_lanes_while_another_runs_the_cluster_passe
     try:
         others = {name: "b" for name in cluster.CLUSTER_PASSES}
         monkeypatch.setattr(cluster, "take", lambda tx, rt, names: ({}, others))
-        monkeypatch.setattr(loop, "IDLE", {})  # as when they have work to do
-        got = loop.Ticker(rt).tick(force=True)
+        monkeypatch.setattr(ticks, "IDLE", {})  # as when they have work to do
+        got = ticks.Ticker(rt).tick(force=True)
         assert got.passes["lanes"] == {"skipped": "running on b"}
         assert got.passes["workflow"] == {"skipped": "running on b"}
         assert set(got.passes["cleanup"]) == {"cleaned", "swept", "pruned"}

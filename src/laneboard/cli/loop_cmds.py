@@ -218,7 +218,7 @@ def cmd_start(ctx: Context) -> int:
 
 
 def cmd_loop_run(ctx: Context) -> int:
-    from laneboard.supervisor.loop import Ticker
+    from laneboard.supervisor.ticker import Ticker
 
     rt = runtime(ctx)
     if ctx.args.ping_once:
