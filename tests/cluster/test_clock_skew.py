@@ -7,8 +7,10 @@ holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from tests.supervisor.helpers import config
 
 from laneboard.board import schedules
@@ -19,89 +21,75 @@ from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
 AHEAD_MS = 60_000  # more than the default failover bound (3 beats of 15 s)
-
-
-class Ahead(SystemClock):
-    """The wall clock of a machine whose time runs ahead."""
-
-    def now_ms(self) -> int:
-        return super().now_ms() + AHEAD_MS
-
-
-def _host(url: str, tmp: Path, name: str, clock: SystemClock, stores: list[Store]) -> Runtime:
-    store = open_store(url, clock)
-    stores.append(store)
-    rt = Runtime(store, config(tmp / name), name, LogFile(str(tmp / f"{name}.log")))
-    rt.pool_alive = lambda: True
-    with store.write() as tx:
-        rt.instance = instances.register(
-            tx, name, rt.config.time, {"pid": 1, **cluster.declared(rt)}
-        )
-    return rt
-
-
-def test_a_host_whose_clock_runs_ahead_does_not_fence_a_healthy_one(
-    pg_url: str, tmp_path: Path
-) -> None:
-    stores: list[Store] = []
-    try:
-        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
-        b = _host(pg_url, tmp_path, "b", Ahead(), stores)
-        assert abs(cluster.declared(b)["clock_offset_ms"] - AHEAD_MS) < 5_000
-        assert cluster.sweep(b) == []  # a beat just now, by its own clock and the server's
-        assert cluster.sweep(a) == []  # and b, seen from a, is no more silent than it is
-        with a.store.write() as tx:  # a falls silent: its last beat is long past
-            tx.run(
-                "UPDATE supervisors SET heartbeat_at = heartbeat_at - ? WHERE id = ?",
-                (cluster.failover_bound_ms(a) + 5_000, a.instance),
-            )
-        assert [f["instance"] for f in cluster.sweep(b)] == [a.instance]
-    finally:
-        for s in stores:
-            s.close()
-
-
 LEAPS_MS = 3 * 60_000  # past every lease's time to live: a pass's (60 s), the schedules' (2 min)
 
 
-class FarAhead(SystemClock):
-    """The wall clock of a machine three minutes ahead."""
+class Ahead(SystemClock):
+    """The wall clock of a machine whose time runs ``ms`` ahead."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
 
     def now_ms(self) -> int:
-        return super().now_ms() + LEAPS_MS
+        return super().now_ms() + self.ms
+
+
+Hosts = Callable[[int], tuple[Runtime, Runtime]]
+
+
+@pytest.fixture
+def hosts(pg_url: str, tmp_path: Path) -> Iterator[Hosts]:
+    """Two registered hosts on one board: ``a`` on the wall clock, ``b`` some ms ahead."""
+    stores: list[Store] = []
+
+    def host(name: str, clock: SystemClock) -> Runtime:
+        store = open_store(pg_url, clock)
+        stores.append(store)
+        rt = Runtime(store, config(tmp_path / name), name, LogFile(str(tmp_path / f"{name}.log")))
+        rt.pool_alive = lambda: True
+        with store.write() as tx:
+            rt.instance = instances.register(
+                tx, name, rt.config.time, {"pid": 1, **cluster.declared(rt)}
+            )
+        return rt
+
+    try:
+        yield lambda ahead_ms: (host("a", SystemClock()), host("b", Ahead(ahead_ms)))
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_fence_a_healthy_one(hosts: Hosts) -> None:
+    a, b = hosts(AHEAD_MS)
+    assert abs(cluster.declared(b)["clock_offset_ms"] - AHEAD_MS) < 5_000
+    assert cluster.sweep(b) == []  # a beat just now, by its own clock and the server's
+    assert cluster.sweep(a) == []  # and b, seen from a, is no more silent than it is
+    with a.store.write() as tx:  # a falls silent: its last beat is long past
+        tx.run(
+            "UPDATE supervisors SET heartbeat_at = heartbeat_at - ? WHERE id = ?",
+            (cluster.failover_bound_ms(a) + 5_000, a.instance),
+        )
+    assert [f["instance"] for f in cluster.sweep(b)] == [a.instance]
 
 
 def test_a_host_whose_clock_runs_ahead_does_not_take_a_pass_lease_another_holds(
-    pg_url: str, tmp_path: Path
+    hosts: Hosts,
 ) -> None:
-    stores: list[Store] = []
-    try:
-        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
-        b = _host(pg_url, tmp_path, "b", FarAhead(), stores)
-        with a.store.write() as tx:
-            runs, busy = cluster.take(tx, a, ["workflow"])
-        assert list(runs) == ["workflow"] and busy == {}
-        with b.store.write() as tx:  # a's lease was taken a moment ago, in anyone's time
-            runs, busy = cluster.take(tx, b, ["workflow"])
-        assert runs == {} and busy == {"workflow": cluster.holder_of(a)}
-        assert cluster.held_elsewhere(b, ["workflow"]) == {"workflow": cluster.holder_of(a)}
-        with b.store.read() as tx:
-            (line,) = leases.describe(tx, tx.lease_now(), b.machine)
-        assert line["expired"] is False and 0 <= line["held_s"] < 30
-    finally:
-        for s in stores:
-            s.close()
+    a, b = hosts(LEAPS_MS)
+    with a.store.write() as tx:
+        runs, busy = cluster.take(tx, a, ["workflow"])
+    assert list(runs) == ["workflow"] and busy == {}
+    with b.store.write() as tx:  # a's lease was taken a moment ago, in anyone's time
+        runs, busy = cluster.take(tx, b, ["workflow"])
+    assert runs == {} and busy == {"workflow": cluster.holder_of(a)}
+    assert cluster.held_elsewhere(b, ["workflow"]) == {"workflow": cluster.holder_of(a)}
+    with b.store.read() as tx:
+        (line,) = leases.describe(tx, tx.lease_now(), b.machine)
+    assert line["expired"] is False and 0 <= line["held_s"] < 30
 
 
-def test_a_host_whose_clock_runs_ahead_does_not_take_the_schedules_lease(
-    pg_url: str, tmp_path: Path
-) -> None:
-    stores: list[Store] = []
-    try:
-        a = _host(pg_url, tmp_path, "a", SystemClock(), stores)
-        b = _host(pg_url, tmp_path, "b", FarAhead(), stores)
-        assert schedules.acquire_tick_lock(a.store, "a:1:schedules") is None
-        assert schedules.acquire_tick_lock(b.store, "b:1:schedules") == "a:1:schedules"
-    finally:
-        for s in stores:
-            s.close()
+def test_a_host_whose_clock_runs_ahead_does_not_take_the_schedules_lease(hosts: Hosts) -> None:
+    a, b = hosts(LEAPS_MS)
+    assert schedules.acquire_tick_lock(a.store, "a:1:schedules") is None
+    assert schedules.acquire_tick_lock(b.store, "b:1:schedules") == "a:1:schedules"

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
@@ -143,11 +144,14 @@ def test_a_call_on_the_socket_resolves_its_token_without_a_transaction_and_sees_
     assert status == 401 and doc["error"]["code"] == "UNAUTHORIZED"  # type: ignore[index]
 
 
-def test_a_renewed_credential_is_kept_in_the_session_token_file(
-    sqlite_store_url: str, tmp_path: Path
-) -> None:
-    """The session may only read its token file: the socket writes the renewal there."""
-    store = open_store(sqlite_store_url)
+def _renewal(
+    url: str, tmp_path: Path, before_call: Any = None
+) -> tuple[Board, Any, str, Path, dict[str, Any]]:
+    """A card the worker agent held and released, its old credential in the session's
+    token file; the agent claims it again through the socket, asking for a renewal
+    (``before_call`` runs once the socket is up). Returns the board, the card, the old
+    credential, the token file and the answer's document (status 200 checked)."""
+    store = open_store(url)
     board = Board(store)
     me = human("alice")
     board.add_project(me, "WEB")
@@ -161,18 +165,29 @@ def test_a_renewed_credential_is_kept_in_the_session_token_file(
     path.write_text(old)
     sock = board_socket.serve(board, str(state))
     try:
+        if before_call is not None:
+            before_call(store)
         raw = _post(sock.path, "card.claim", {"params": {"ref": card.ref}}, old)
         renew = raw.replace(b"Connection: close", b"X-Laneboard-Renew: 1\r\nConnection: close")
         status, _, doc = _ask(sock.path, renew)
     finally:
         board_socket.stop(board)
-    assert status == 200 and "token" not in doc, doc
+    assert status == 200, doc
+    return board, card, old, path, doc
+
+
+def test_a_renewed_credential_is_kept_in_the_session_token_file(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """The session may only read its token file: the socket writes the renewal there."""
+    board, card, old, path, doc = _renewal(sqlite_store_url, tmp_path)
+    assert "token" not in doc, doc
     kept = path.read_text()
     assert kept.startswith("lbt_") and kept != old
-    actor = Tokens(store).resolve(kept)
+    actor = Tokens(board.store).resolve(kept)
     assert (actor.card_id, actor.epoch) == (card.id, board.get(card.ref).claim_epoch)
     assert sorted(os.listdir(path.parent)) == ["token"]
-    store.close()
+    board.store.close()
 
 
 def test_a_renewed_credential_is_kept_when_the_database_goes_away_after_the_call(
@@ -181,35 +196,19 @@ def test_a_renewed_credential_is_kept_when_the_database_goes_away_after_the_call
     """The claim and its new credential are written; the socket keeps the credential from
     the answer itself, so a database out of reach right after cannot lose it (nor log a
     traceback instead of answering)."""
-    store = open_store(sqlite_store_url)
-    board = Board(store)
-    me = human("alice")
-    board.add_project(me, "WEB")
-    card = board.create_card(me, "WEB", "a card", assignee="worker")
-    claimed = board.claim(me, card.ref, holder="worker")
-    old, _ = Tokens(store).create(me, "worker", card_id=card.id, epoch=claimed.claim_epoch)
-    board.release(me, card.ref)
-    state = tmp_path / "state"
-    path = state / "tokens" / card.ref / "token"
-    path.parent.mkdir(parents=True)
-    path.write_text(old)
 
     def gone() -> None:
         raise AssertionError("the socket read the store after the call")
 
-    monkeypatch.setattr(store, "read", gone)  # every write of the call is done by then
-    sock = board_socket.serve(board, str(state))
-    try:
-        raw = _post(sock.path, "card.claim", {"params": {"ref": card.ref}}, old)
-        renew = raw.replace(b"Connection: close", b"X-Laneboard-Renew: 1\r\nConnection: close")
-        status, _, doc = _ask(sock.path, renew)
-    finally:
-        board_socket.stop(board)
+    def reads_fail(store: Any) -> None:  # every write of the call is done by then
+        monkeypatch.setattr(store, "read", gone)
+
+    board, card, old, path, doc = _renewal(sqlite_store_url, tmp_path, reads_fail)
     monkeypatch.undo()
-    assert status == 200 and "token" not in doc, doc
+    assert "token" not in doc, doc
     kept = path.read_text()
-    assert kept != old and Tokens(store).resolve(kept).card_id == card.id
-    store.close()
+    assert kept != old and Tokens(board.store).resolve(kept).card_id == card.id
+    board.store.close()
 
 
 @pytest.mark.parametrize(
