@@ -8,6 +8,7 @@ holds."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,12 +78,16 @@ def test_a_host_whose_clock_runs_ahead_does_not_take_a_pass_lease_another_holds(
     hosts: Hosts,
 ) -> None:
     a, b = hosts(LEAPS_MS)
+    for rt in (a, b):  # the shortest turn timeout: a pass lease lives 60 s (by default 30 min)
+        rt.config = replace(rt.config, time=replace(rt.config.time, turn_timeout=60))
+    assert cluster.pass_ttl_ms(b) == 60_000 < LEAPS_MS
     with a.store.write() as tx:
         runs, busy = cluster.take(tx, a, ["workflow"])
     assert list(runs) == ["workflow"] and busy == {}
     with b.store.write() as tx:  # a's lease was taken a moment ago, in anyone's time
         runs, busy = cluster.take(tx, b, ["workflow"])
     assert runs == {} and busy == {"workflow": cluster.holder_of(a)}
+    b.clock_offset_ms = 0  # as before its first beat measures it: the server's clock decides
     assert cluster.held_elsewhere(b, ["workflow"]) == {"workflow": cluster.holder_of(a)}
     with b.store.read() as tx:
         (line,) = leases.describe(tx, tx.lease_now(), b.machine)

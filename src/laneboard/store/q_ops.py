@@ -175,14 +175,16 @@ class OpsQueries(Queries):
         return {str(r["name"]) for r in got}
 
     def lease_rows(self, names: list[str]) -> dict[str, Row]:
-        """Lease name -> its row (holder, expires_at), for those of ``names`` that are held."""
+        """Lease name -> its row (holder, expires_at, and ``now_ms``: now in the leases'
+        time, ``lease_clock``), for those of ``names`` that are held."""
         if not names:
             return {}
+        now, at = self._stamp()
         got = self.all(
-            "SELECT name, holder, expires_at FROM locks WHERE name IN ("
+            f"SELECT name, holder, expires_at, {now} AS now_ms FROM locks WHERE name IN ("
             + ",".join("?" * len(names))
             + ")",
-            names,
+            [*at, *names],
         )
         return {str(r["name"]): r for r in got}
 

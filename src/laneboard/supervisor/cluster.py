@@ -110,10 +110,9 @@ def held_elsewhere(rt: Runtime, names: list[str]) -> dict[str, str] | None:
     dead: dict[str, str | None] = {}
     with rt.store.autocommit() as tx:
         rows = tx.lease_rows([lease_name(n) for n in names])
-        now = tx.now() - rt.clock_offset_ms  # in the leases' time (``Tx.lease_clock``)
         for name in names:
             r = rows.get(lease_name(name))
-            if r is None or int(r["expires_at"]) <= now or r["holder"] == holder:
+            if r is None or int(r["expires_at"]) <= int(r["now_ms"]) or r["holder"] == holder:
                 return None
             other = str(r["holder"])
             if other not in dead:
