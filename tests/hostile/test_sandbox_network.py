@@ -83,6 +83,8 @@ def test_the_network_on_has_a_route_out(
     _, port = listener
     address = global_address()
     if address is None:
+        # deliberate: the route out is shown by a service on this host's own address (the
+        # servers here may bind nothing else); a host with only loopback has none to use
         pytest.skip("this host has no address but loopback")
     assert "CONNECTED" in probe(spec_for(world), address, port)
     assert "refused" in probe(spec_for(world, network=False), address, port)
@@ -314,11 +316,9 @@ def test_a_sandbox_without_a_route_out_reaches_only_its_host_ports(
     out = relayed(spec, script)
     assert "ECHOED 2097152 True" in out and "refused" in out, out
     address = global_address()
-    if address is not None:
-        assert (
-            "refused" in probe(spec, address, other)
-            or "unreachable" in probe(spec, address, other).lower()
-        )
+    if address is not None:  # no route out: this host's own address is out of reach too
+        said = probe(spec, address, other)
+        assert "refused" in said or "unreachable" in said.lower(), said
 
 
 def _relay_threads() -> int:

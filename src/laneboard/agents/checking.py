@@ -62,7 +62,7 @@ def out_of_the_sandbox(state: Login, kind: str, settings: dict[str, Any]) -> Log
         port = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
         port = None
-    if loopback and port in _ports(settings.get("host_ports")):
+    if loopback and port in (settings.get("host_ports") or ()):  # checked when loaded
         return state  # relayed into the sandbox
     table = f"[supervisor.agent_kinds.{kind}]"
     problem = (
@@ -73,15 +73,6 @@ def out_of_the_sandbox(state: Login, kind: str, settings: dict[str, Any]) -> Log
         f"unset network in {table} (docs/sandbox.md)"
     )
     return Login(state.logged_in, state.how, state.endpoint, False, state.problem or problem)
-
-
-def _ports(value: Any) -> tuple[int, ...]:
-    from laneboard.config_keys import Bad, ports
-
-    try:
-        return ports(value) if value is not None else ()
-    except Bad:  # a bad value is the config check's to report
-        return ()
 
 
 def _loopback(host: str) -> bool:

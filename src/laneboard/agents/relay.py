@@ -192,10 +192,10 @@ class Relay:
 
 def _copy(src: socket.socket, dst: socket.socket) -> None:
     """Bytes from ``src`` to ``dst`` until ``src`` ends; then ``dst`` hears the end."""
-    try:
+    # a reset on either side (or the relay closing both at the sandbox's end) ends the
+    # copy as an end of stream does: the other side hears the end either way
+    with contextlib.suppress(OSError):
         while data := src.recv(CHUNK):
             dst.sendall(data)
-    except OSError:
-        pass
     with contextlib.suppress(OSError):
         dst.shutdown(socket.SHUT_WR)
