@@ -91,7 +91,11 @@ def test_the_network_on_has_a_route_out(
 
 
 def _slirps() -> set[int]:
-    out = subprocess.run(["pgrep", "-x", "slirp4netns"], capture_output=True, text=True)
+    """This process's own slirp4netns helpers: the tests running beside this one (other
+    workers, supervisors in subprocesses) start theirs, which are no concern of this test."""
+    out = subprocess.run(
+        ["pgrep", "-x", "-P", str(os.getpid()), "slirp4netns"], capture_output=True, text=True
+    )
     return {int(p) for p in out.stdout.split()}
 
 
