@@ -158,7 +158,10 @@ class PatrolQueries(Queries):
                 (blocked_before,),
             ),
             (
-                "SELECT id FROM cards WHERE idempotency_key >= ? AND idempotency_key < ? "
+                # the review cards, by their keys: SQLite's planner, without statistics,
+                # would rather walk every running card by status (PostgreSQL's has them)
+                f"SELECT id FROM cards{'' if self.pg else ' INDEXED BY cards_idempotency_key'} "
+                "WHERE idempotency_key >= ? AND idempotency_key < ? "
                 "AND status IN ('todo', 'in_progress') AND created_at < ?",
                 (lo, hi, review_aging_before),
             ),
