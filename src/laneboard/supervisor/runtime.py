@@ -20,6 +20,7 @@ from laneboard.store import Store
 from laneboard.supervisor.logs import LogFile
 from laneboard.workspace.admit import Admitter
 from laneboard.workspace.hooks import install as install_gates
+from laneboard.workspace.land import LaneRechecks
 from laneboard.workspace.lane_admit import LaneAdmitter
 from laneboard.workspace.remote import checkout_of
 
@@ -48,8 +49,11 @@ class Runtime:
     # how far this machine's clock is ahead of the database server's (ms), as last measured
     # (``cluster.declared``, at each beat): failover compares heartbeats in server time
     clock_offset_ms: int = 0
+    # when the lanes the clean-up pass kept are judged again (``land.LaneRechecks``)
+    lane_rechecks: LaneRechecks = field(init=False)
 
     def __post_init__(self) -> None:
+        self.lane_rechecks = LaneRechecks(self.now)
         t = self.config.time
         self.board = install_gates(
             Board(

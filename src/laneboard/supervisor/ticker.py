@@ -92,12 +92,18 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
 
     with rt.store.autocommit() as tx:  # one read for both: every lane, and the ended ones
         every, ended = lanes_and_ended(tx)
+    rechecks = rt.lane_rechecks  # a lane kept before waits to be judged again
+    rechecks.only({lane.id for lane in every})
     cleaned = [
         c
-        for c in cleanup_terminal(rt.store, clones=rt.clones, machine=rt.machine, lanes=ended)
+        for c in cleanup_terminal(
+            rt.store, clones=rt.clones, machine=rt.machine, lanes=ended, rechecks=rechecks
+        )
         if c.get("action") == "cleaned"
     ]
-    swept = sweep_lanes(rt.store, clones=rt.clones, machine=rt.machine, lanes=every)
+    swept = sweep_lanes(
+        rt.store, clones=rt.clones, machine=rt.machine, lanes=every, rechecks=rechecks
+    )
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
     pruned = session_files.prune(rt)

@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from laneboard.domain.clock import MINUTE_MS
 from laneboard.domain.model import Card, CommentKind, Project
 from laneboard.store import Store
 from laneboard.store.tx import Tx
@@ -54,6 +56,32 @@ class LandResult:
 # boundary check reads the checkout under it, so a merge it sees is always one it can
 # explain (supervisor.boundary.check_after_turn).
 LANDING = threading.RLock()
+# a lane the clean-up or the sweep kept (work not merged; a branch still there) is judged
+# again after this long: each judgement is a few git commands, a fetch for a clone
+LANE_RECHECK_MS = 10 * MINUTE_MS
+
+
+class LaneRechecks:
+    """When the lanes that the clean-up and the sweep kept are judged again: a process's
+    memory, not the board's (a supervisor that starts judges every lane once). Those
+    passes run at nearly every move on the board; without it, each kept lane cost its git
+    commands at every tick for as long as it was kept."""
+
+    def __init__(self, now: Callable[[], int], every_ms: int = LANE_RECHECK_MS) -> None:
+        self._now = now
+        self.every_ms = every_ms
+        self._next: dict[tuple[str, int], int] = {}  # (what judged it, lane id) -> when
+
+    def due(self, what: str, lane: Lane) -> bool:
+        return self._next.get((what, lane.id), 0) <= self._now()
+
+    def kept(self, what: str, lane: Lane) -> None:
+        self._next[what, lane.id] = self._now() + self.every_ms
+
+    def only(self, lane_ids: set[int]) -> None:
+        """Forget the lanes no longer recorded."""
+        for key in [k for k in self._next if k[1] not in lane_ids]:
+            del self._next[key]
 
 
 def _lane_to_land(tx: Tx, card: Card) -> Lane | None:
@@ -354,6 +382,7 @@ def cleanup_terminal(
     clones: str | None = None,
     machine: str | None = None,
     lanes: list[Lane] | None = None,
+    rechecks: LaneRechecks | None = None,
 ) -> list[dict[str, Any]]:
     """Remove the worktree, then the branch, of terminal cards' merged lanes.
 
@@ -364,6 +393,7 @@ def cleanup_terminal(
 
     Returns one entry per lane looked at: ``cleaned`` or ``kept`` with the reason.
     ``lanes``: those lanes (``terminal_lanes``), when the caller has read them.
+    ``rechecks``: a lane kept before is looked at again only once it is due.
     """
     from laneboard.workspace import remote as rm
 
@@ -374,22 +404,26 @@ def cleanup_terminal(
     fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
     out = []
     for lane in lanes:
+        if rechecks is not None and not rechecks.due("cleanup", lane):
+            continue
         if not rm.is_clone(lane.repo):
-            out.append(_cleanup(store, lane))
-            continue
-        if not rm.is_mine(lane.repo, lane.machine, clones, me):
+            got = _cleanup(store, lane)
+        elif not rm.is_mine(lane.repo, lane.machine, clones, me):
             continue  # another machine's lane: that machine cleans it
-        if lane.repo not in fetched:
-            try:
-                rm.fetch(lane.repo)
-                fetched[lane.repo] = None
-            except g.GitError as exc:
-                fetched[lane.repo] = str(exc)
-        why = fetched[lane.repo]
-        if why is not None:
-            out.append({"lane": lane.branch, "path": lane.path, "action": "kept", "reason": why})
-            continue
-        out.append(_cleanup(store, lane, remote=True))
+        else:
+            if lane.repo not in fetched:
+                try:
+                    rm.fetch(lane.repo)
+                    fetched[lane.repo] = None
+                except g.GitError as exc:
+                    fetched[lane.repo] = str(exc)
+            why = fetched[lane.repo]
+            got = _cleanup(store, lane, remote=True) if why is None else (
+                {"lane": lane.branch, "path": lane.path, "action": "kept", "reason": why}
+            )  # fmt: skip
+        if rechecks is not None and got["action"] == "kept":
+            rechecks.kept("cleanup", lane)
+        out.append(got)
     return out
 
 
@@ -450,6 +484,7 @@ def sweep_lanes(
     clones: str | None = None,
     machine: str | None = None,
     lanes: list[Lane] | None = None,
+    rechecks: LaneRechecks | None = None,
 ) -> list[dict[str, Any]]:
     """Drop lane records whose tree is gone and whose branch no longer resolves.
 
@@ -458,6 +493,7 @@ def sweep_lanes(
     own machine (``remote.is_mine``): another machine's clone at the same path has neither
     its tree nor its branch. ``lanes``: every lane, when the caller has read them (the
     records are judged by their tree and branch, whatever state they were read in).
+    ``rechecks``: a record the git probe kept before is probed again only once it is due.
     """
     from laneboard.workspace import remote as rm
 
@@ -473,14 +509,11 @@ def sweep_lanes(
             continue
         if os.path.exists(os.path.join(lane.path, ".git")):
             continue  # the tree is there: no git call needed to keep the record
-        try:
-            if g.toplevel(lane.repo) is None:
-                continue
-            if os.path.isdir(lane.path) and g.is_checkout(lane.path):
-                continue
-            if g.branch_exists(lane.repo, lane.branch):
-                continue
-        except g.GitError:
+        if rechecks is not None and not rechecks.due("sweep", lane):
+            continue
+        if _still_there(lane):
+            if rechecks is not None:
+                rechecks.kept("sweep", lane)
             continue
         with store.write() as tx:
             tx.delete_lane(lane.id)
@@ -493,3 +526,15 @@ def sweep_lanes(
             )
         dropped.append({"lane": lane.branch, "path": lane.path, "card_id": lane.card_id})
     return dropped
+
+
+def _still_there(lane: Lane) -> bool:
+    """Whether git says the lane's tree or branch is still there (or cannot tell)."""
+    try:
+        if g.toplevel(lane.repo) is None:
+            return True
+        if os.path.isdir(lane.path) and g.is_checkout(lane.path):
+            return True
+        return g.branch_exists(lane.repo, lane.branch)
+    except g.GitError:
+        return True
