@@ -16,7 +16,9 @@ import pytest
 from tests.supervisor.helpers import config
 from tests.workspace.helpers import ME, claimed, commit_file, gated, git, project
 
+from laneboard.board.service import Board
 from laneboard.domain.clock import MINUTE_MS, FakeClock
+from laneboard.domain.model import Card
 from laneboard.store import Store
 from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
@@ -44,6 +46,14 @@ def runtime(store: Store, tmp: Path) -> Runtime:
     return Runtime(store, config(tmp), "m", LogFile(str(tmp / "log")), pool_alive=lambda: True)
 
 
+def one_lane(store: Store, repo: Path, title: str) -> tuple[Board, Card, str]:
+    """A board on ``repo`` with one claimed card and its lane."""
+    board = gated(store)
+    project(board, repo)
+    card, lane = claimed(board, title=title)
+    return board, card, lane
+
+
 def clean(rt: Runtime, calls: list[tuple[str, ...]]) -> int:
     """One clean-up pass; the git commands it ran."""
     calls.clear()
@@ -54,9 +64,7 @@ def clean(rt: Runtime, calls: list[tuple[str, ...]]) -> int:
 def test_a_lane_kept_for_unmerged_work_is_judged_again_only_after_a_while(
     store: Store, repo: Path, clock: FakeClock, tmp_path: Path, git_calls: list[tuple[str, ...]]
 ) -> None:
-    board = gated(store)
-    project(board, repo)
-    canceled, lane = claimed(board, title="abandoned")
+    board, canceled, lane = one_lane(store, repo, "abandoned")
     commit_file(lane, "wip.txt", "unmerged\n", "unmerged work")
     board.move(ME, canceled.ref, "canceled")
     rt = runtime(store, tmp_path)
@@ -82,9 +90,7 @@ def test_a_lane_kept_for_unmerged_work_is_judged_again_only_after_a_while(
 def test_a_record_kept_for_its_branch_is_swept_again_only_after_a_while(
     store: Store, repo: Path, clock: FakeClock, tmp_path: Path, git_calls: list[tuple[str, ...]]
 ) -> None:
-    board = gated(store)
-    project(board, repo)
-    card, lane = claimed(board, title="tree removed by hand")
+    _, card, lane = one_lane(store, repo, "tree removed by hand")
     git(repo, "branch", "lane/P-1")  # its branch was published into the user's repository
     shutil.rmtree(lane)
     rt = runtime(store, tmp_path)
