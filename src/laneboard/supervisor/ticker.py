@@ -73,7 +73,11 @@ def _lanes_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
         return {"dry_run": True}
     from laneboard.workspace.land import land_closed
 
-    landed = [r for r in land_closed(rt.store, clones=rt.clones) if r.get("landed")]
+    rechecks = rt.lane_rechecks  # a card refused before waits to be tried again
+    rechecks.prune()
+    landed = [
+        r for r in land_closed(rt.store, clones=rt.clones, rechecks=rechecks) if r.get("landed")
+    ]
     for r in landed:
         rt.log.info("lanes", "closed card landed", card=r.get("card"))
     return {"landed": landed}
@@ -93,7 +97,7 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
     with rt.store.autocommit() as tx:  # one read for both: every lane, and the ended ones
         every, ended = lanes_and_ended(tx)
     rechecks = rt.lane_rechecks  # a lane kept before waits to be judged again
-    rechecks.only({lane.id for lane in every})
+    rechecks.prune()
     cleaned = [
         c
         for c in cleanup_terminal(

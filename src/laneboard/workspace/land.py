@@ -59,28 +59,37 @@ LANDING = threading.RLock()
 # a lane the clean-up or the sweep kept (work not merged; a branch still there) is judged
 # again after this long: each judgement is a few git commands, a fetch for a clone
 LANE_RECHECK_MS = 10 * MINUTE_MS
+# a done card whose landing the lanes pass was refused (a dirty checkout, a conflict) is
+# tried again after this long: a person may be fixing it (``lb land REF`` lands at once)
+LAND_RETRY_MS = MINUTE_MS
 
 
 class LaneRechecks:
-    """When the lanes that the clean-up and the sweep kept are judged again: a process's
-    memory, not the board's (a supervisor that starts judges every lane once). Those
-    passes run at nearly every move on the board; without it, each kept lane cost its git
-    commands at every tick for as long as it was kept."""
+    """When what the lanes' passes looked at and left is looked at again: a lane the
+    clean-up or the sweep kept, a card whose landing was refused. A process's memory, not
+    the board's (a supervisor that starts looks at everything once). Those passes run at
+    nearly every move on the board; without it, each kept lane or refused landing cost its
+    git commands at every tick for as long as it lasted."""
 
-    def __init__(self, now: Callable[[], int], every_ms: int = LANE_RECHECK_MS) -> None:
+    def __init__(self, now: Callable[[], int]) -> None:
         self._now = now
-        self.every_ms = every_ms
-        self._next: dict[tuple[str, int], int] = {}  # (what judged it, lane id) -> when
+        self._next: dict[tuple[str, int], int] = {}  # (what looked, lane or card id) -> when
 
-    def due(self, what: str, lane: Lane) -> bool:
-        return self._next.get((what, lane.id), 0) <= self._now()
+    def due(self, what: str, key: int) -> bool:
+        return self._next.get((what, key), 0) <= self._now()
 
-    def kept(self, what: str, lane: Lane) -> None:
-        self._next[what, lane.id] = self._now() + self.every_ms
+    def kept(self, what: str, key: int, after_ms: int = LANE_RECHECK_MS) -> None:
+        self._next[what, key] = self._now() + after_ms
 
-    def only(self, lane_ids: set[int]) -> None:
-        """Forget the lanes no longer recorded."""
-        for key in [k for k in self._next if k[1] not in lane_ids]:
+    def waiting(self, what: str) -> int:
+        """How many of ``what`` are not due yet."""
+        now = self._now()
+        return sum(1 for (w, _), at in self._next.items() if w == what and at > now)
+
+    def prune(self) -> None:
+        """Forget what is due anyway (a due entry and no entry are the same)."""
+        now = self._now()
+        for key in [k for k, at in self._next.items() if at <= now]:
             del self._next[key]
 
 
@@ -180,17 +189,32 @@ def _land_remote(
     return _blocked(store, card, lane, res, str(got.error), [f"lb land {card.ref}"])
 
 
-def land_closed(store: Store, limit: int = 50, clones: str | None = None) -> list[dict[str, Any]]:
+def land_closed(
+    store: Store,
+    limit: int = 50,
+    clones: str | None = None,
+    rechecks: LaneRechecks | None = None,
+) -> list[dict[str, Any]]:
     """Land ``done`` cards whose current round's lane was never merged.
 
     A card closed outside the landing gate (by a tool that does not install it) is
     landed here under the same checks; a refusal leaves the card ``done`` and the lane
-    in place, with one note per distinct reason.
+    in place, with one note per distinct reason. ``rechecks``: a card refused before is
+    tried again only once it is due (``LAND_RETRY_MS``).
     """
+    waiting = rechecks.waiting("land") if rechecks is not None else 0
     with store.read() as tx:
-        got = tx.done_cards_with_active_lanes(limit)
+        got = tx.done_cards_with_active_lanes(limit + waiting)
+        if rechecks is not None:
+            got = [i for i in got if rechecks.due("land", i)][:limit]
         cards = [c for c in (tx.card(i) for i in got) if c is not None]
-    return [land(store, c, clones).to_dict() for c in cards]
+    out = []
+    for card in cards:
+        res = land(store, card, clones).to_dict()
+        if rechecks is not None and not res.get("landed"):
+            rechecks.kept("land", card.id, LAND_RETRY_MS)
+        out.append(res)
+    return out
 
 
 def _land(store: Store, card: Card, lane: Lane, res: LandResult) -> LandResult:
@@ -404,7 +428,7 @@ def cleanup_terminal(
     fetched: dict[str, str | None] = {}  # clone -> why it could not be fetched
     out = []
     for lane in lanes:
-        if rechecks is not None and not rechecks.due("cleanup", lane):
+        if rechecks is not None and not rechecks.due("cleanup", lane.id):
             continue
         if not rm.is_clone(lane.repo):
             got = _cleanup(store, lane)
@@ -422,7 +446,7 @@ def cleanup_terminal(
                 {"lane": lane.branch, "path": lane.path, "action": "kept", "reason": why}
             )  # fmt: skip
         if rechecks is not None and got["action"] == "kept":
-            rechecks.kept("cleanup", lane)
+            rechecks.kept("cleanup", lane.id)
         out.append(got)
     return out
 
@@ -509,11 +533,11 @@ def sweep_lanes(
             continue
         if os.path.exists(os.path.join(lane.path, ".git")):
             continue  # the tree is there: no git call needed to keep the record
-        if rechecks is not None and not rechecks.due("sweep", lane):
+        if rechecks is not None and not rechecks.due("sweep", lane.id):
             continue
         if _still_there(lane):
             if rechecks is not None:
-                rechecks.kept("sweep", lane)
+                rechecks.kept("sweep", lane.id)
             continue
         with store.write() as tx:
             tx.delete_lane(lane.id)
