@@ -343,7 +343,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer cards (CI)")
     ap.add_argument("--cards", type=int, default=0, help="cards (and jobs) per round")
-    ap.add_argument("--rounds", type=int, default=2, help="alternations of board and queue")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="alternations of board and queue (default 2; --quick 5: its drains are short)",
+    )
     ap.add_argument("--scripted", type=int, default=0, help="cards for the 3 supervisors")
     ap.add_argument(
         "--part",
@@ -362,7 +367,8 @@ def main() -> int:
         return 0
     problems = 0
     if args.part != "supervisors":
-        problems += drain_part(args.cards or (400 if args.quick else 5000), args.rounds)
+        rounds = args.rounds or (5 if args.quick else 2)
+        problems += drain_part(args.cards or (400 if args.quick else 5000), rounds)
     if args.part == "drain":
         return 1 if problems else 0
     n = args.scripted or (60 if args.quick else 1000)
