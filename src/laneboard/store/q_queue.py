@@ -208,6 +208,13 @@ class QueueQueries(Queries):
             states,
         )
 
+    def live_session_rows(self) -> list[Row]:
+        """The sessions that may still have a process (open, running, idle), by id: the
+        partial index ``sessions_live`` (migration 250) holds them, in the same words."""
+        return self.all(
+            "SELECT * FROM sessions WHERE state IN ('open', 'running', 'idle') ORDER BY id"
+        )
+
     def insert_session(self, agent_kind: str, lane_key: str, values: dict[str, Any]) -> Row:
         """``values``: card_id, role, cwd, native_id, round, state, replayed, pid; returns
         the new record."""

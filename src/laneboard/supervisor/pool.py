@@ -548,7 +548,7 @@ class Pool:
             mine = {(lv.kind, lv.lane_key) for lv in self.live.values()}
         n = 0
         with self.rt.store.write() as tx:
-            for rec in records.sessions(tx, records.LIVE_SESSION):
+            for rec in records.live_sessions(tx):
                 if (rec.agent_kind, rec.lane_key) in mine or pid_alive(rec.pid):
                     continue
                 card = tx.card(rec.card_id) if rec.card_id is not None else None

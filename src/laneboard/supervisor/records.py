@@ -209,6 +209,12 @@ def sessions(
     return [_srec(r) for r in tx.session_rows(states)]
 
 
+def live_sessions(tx: Tx) -> list[SessionRecord]:
+    """The sessions that may still have a process (``LIVE_SESSION``), by an index that
+    holds only them: the table keeps every session the board ever had."""
+    return [_srec(r) for r in tx.live_session_rows()]
+
+
 def save_session(
     tx: Tx,
     agent_kind: str,

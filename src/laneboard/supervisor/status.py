@@ -73,7 +73,7 @@ def status_report(
         for r in live_rows:
             r["card"] = refs.get(r["card_id"])
         # a live session has a process; an idle record without one can only be resumed
-        sess = [s.to_dict() for s in records.sessions(tx, records.LIVE_SESSION) if s.pid]
+        sess = [s.to_dict() for s in records.live_sessions(tx) if s.pid]
         defs = [
             {
                 "card_id": d["card_id"],
