@@ -357,6 +357,9 @@ def main() -> int:
         help="run only the service-call drain or only the supervisors",
     )
     args = ap.parse_args()
+    for name in ("cards", "rounds", "scripted"):
+        if getattr(args, name) < 0:
+            ap.error(f"--{name} must be 0 (the default) or more")
     if not pg_reachable():
         print("postgres: not reachable at LANEBOARD_TEST_PG; skipped")
         return 0

@@ -49,7 +49,8 @@ class Runtime:
     # how far this machine's clock is ahead of the database server's (ms), as last measured
     # (``cluster.declared``, at each beat): failover compares heartbeats in server time
     clock_offset_ms: int = 0
-    # when the lanes the clean-up pass kept are judged again (``land.LaneRechecks``)
+    # when the lanes the clean-up and the sweep kept, and the landings the lanes pass was
+    # refused, are looked at again (``land.LaneRechecks``)
     lane_rechecks: LaneRechecks = field(init=False)
 
     def __post_init__(self) -> None:

@@ -5,7 +5,7 @@ A supervisor that starts reads the sessions that are open, running or idle (unde
 write lock, to say which of them lost their process), and ``lb status`` reads them on
 every call. The table keeps a record per card and role for good, so that read walked
 every session the board ever had; this partial index holds only the live ones, which its
-one reader names in the same words (``LIVE_SESSIONS_SQL``).
+one reader names in the same words (``QueueQueries.live_session_rows``).
 """
 
 from __future__ import annotations
