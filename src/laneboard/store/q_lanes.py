@@ -12,9 +12,12 @@ class LaneQueries(Queries):
     def lane_row(self, card_id: int, round_: int) -> Row | None:
         return self.one("SELECT * FROM lanes WHERE card_id = ? AND round = ?", (card_id, round_))
 
-    def latest_lane_row(self, card_id: int) -> Row | None:
+    def lane_row_or_latest(self, card_id: int, round_: int) -> Row | None:
+        """A card's lane of ``round_``, else its newest (one read)."""
         return self.one(
-            "SELECT * FROM lanes WHERE card_id = ? ORDER BY round DESC LIMIT 1", (card_id,)
+            "SELECT * FROM lanes WHERE card_id = ? "
+            "ORDER BY CASE WHEN round = ? THEN 0 ELSE 1 END, round DESC LIMIT 1",
+            (card_id, round_),
         )
 
     def lane_rows_of(self, card_id: int) -> list[Row]:

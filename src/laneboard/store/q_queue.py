@@ -13,6 +13,22 @@ from laneboard.store.rows import dumps
 
 if TYPE_CHECKING:
     from laneboard.domain.model import Project
+    from laneboard.store.base import Store
+
+# a live session's record once its process is gone: ``idle`` (it can be resumed) while its
+# card is open, ``closed`` once the card is terminal or gone
+SETTLE_SESSION = (
+    "UPDATE sessions SET state = CASE WHEN EXISTS (SELECT 1 FROM cards c "
+    "WHERE c.id = sessions.card_id AND c.status NOT IN ('done', 'canceled')) "
+    "THEN 'idle' ELSE 'closed' END, pid = NULL, updated_at = ? "
+    "WHERE agent_kind = ? AND lane_key = ? AND state IN ('open', 'running', 'idle')"
+)
+
+
+def settle_session(store: Store, agent_kind: str, lane_key: str) -> None:
+    """Record that a session no longer has a process (``SETTLE_SESSION``): one statement,
+    its own transaction, and no wake-up (it writes no event)."""
+    store.write_statement(SETTLE_SESSION, (store.clock.now_ms(), agent_kind, lane_key))
 
 
 class QueueQueries(Queries):

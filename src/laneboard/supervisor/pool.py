@@ -25,6 +25,7 @@ from laneboard.domain.status import Status
 from laneboard.domain.transcript import entry
 from laneboard.errors import LaneboardError
 from laneboard.store.notify import WakingEvent
+from laneboard.store.q_queue import settle_session
 from laneboard.store.tx import Tx
 from laneboard.supervisor import (
     board_socket,
@@ -336,12 +337,7 @@ class Pool:
             live.session.close()
         except Exception as exc:
             self.rt.log.warn("pool", f"closing a session failed: {exc}")
-        with self.rt.store.write() as tx:
-            rec = records.session_record(tx, kind, key)
-            if rec is not None and rec.state in records.LIVE_SESSION:
-                card = tx.card(rec.card_id) if rec.card_id is not None else None
-                done = card is None or card.terminal
-                records.set_session_state(tx, rec.id, "closed" if done else "idle")
+        settle_session(self.rt.store, kind, key)
 
     def evict_if_full(self) -> None:
         """At the cap, close the least recently used idle session (its id is kept:

@@ -26,9 +26,8 @@ from laneboard.workspace.lanes import (
     Lane,
     all_lanes,
     delivered_commit,
-    lane_for,
+    lane_or_latest,
     lanes_actor,
-    latest_lane,
     publish,
     publish_verified,
     remove_tree,
@@ -94,7 +93,7 @@ class LaneRechecks:
 
 
 def _lane_to_land(tx: Tx, card: Card) -> Lane | None:
-    return lane_for(tx, card.id, card.delivery_round) or latest_lane(tx, card.id)
+    return lane_or_latest(tx, card.id, card.delivery_round)
 
 
 def land(store: Store, card: Card, clones: str | None = None) -> LandResult:

@@ -110,8 +110,9 @@ def lane_for(tx: Tx, card_id: int, round_: int) -> Lane | None:
     return _lane(r) if r else None
 
 
-def latest_lane(tx: Tx, card_id: int) -> Lane | None:
-    r = tx.latest_lane_row(card_id)
+def lane_or_latest(tx: Tx, card_id: int, round_: int) -> Lane | None:
+    """The card's lane of ``round_`` or, when that round has none, its newest."""
+    r = tx.lane_row_or_latest(card_id, round_)
     return _lane(r) if r else None
 
 

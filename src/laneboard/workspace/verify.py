@@ -189,9 +189,8 @@ def run_checks(
 def verify_delivery(store: Store, card: Card) -> Verification:
     """Verify a delivery in the card's lane; a card without a lane passes unverified."""
     with store.read() as tx:
-        project = tx.project(id=card.project_id)
+        project, stored = tx.turn_project(card.project_id)
         lane = lane_for(tx, card.id, card.delivery_round)
-        stored = tx.project_config(card.project_id)
     from dataclasses import replace
 
     from laneboard.config import effective_project_config
