@@ -94,7 +94,9 @@ class Tx(
         return self.store.clock.now_ms()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        if self.events_pending:  # appended events come first, as they were appended
+        if self.events_pending and "events" in sql:
+            # appended events come before a statement on the log (a read of it, an event of
+            # its own), in the order appended; else the commit writes them, in its round trip
             self.flush_events()
         return self.conn.execute(sql, params)
 
