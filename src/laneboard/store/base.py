@@ -179,17 +179,19 @@ class Store(abc.ABC):
                 typed(last, types)
 
     def write_statement(
-        self, sql: str, params: Sequence[Any] = (), *, types: str = ""
+        self, sql: str, params: Sequence[Any] = (), *, types: str = "", announce: bool = True
     ) -> list[Row]:
         """One write statement as its own transaction; returns its rows.
 
         A statement that writes an event returns it as the ``event_xid`` and ``event_id``
         columns of its rows: the commit announces it as ``write()`` does (``types``: the
         written events' types, comma-separated, for the announcement; '' when unknown).
+        ``announce=False``: a write of the runtime's own records, with no event, that
+        wakes nobody even when it returns rows.
         """
         with self._transaction(True) as conn:
             got = conn.execute(sql, params)
-            conn.notify = bool(got)
+            conn.notify = bool(got) and announce
         self._announce(event_of(got))
         return got
 

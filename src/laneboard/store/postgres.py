@@ -305,7 +305,7 @@ class PostgresStore(Store):
         self._release(raw)
 
     def write_statement(
-        self, sql: str, params: Sequence[Any] = (), *, types: str = ""
+        self, sql: str, params: Sequence[Any] = (), *, types: str = "", announce: bool = True
     ) -> list[Row]:
         """One write statement as its own transaction, and its wake-up.
 
@@ -317,7 +317,8 @@ class PostgresStore(Store):
         ``types``, after the commit and in its own tiny transaction (as ``_commit``
         explains): a claim that found no card wakes nobody. The wake-up is best effort
         once the write has committed (followers also poll): a failure to send
-        it never turns a committed claim into an error.
+        it never turns a committed claim into an error. ``announce=False``: no wake-up
+        (a write of the runtime's own records, with no event).
         """
         import psycopg
 
@@ -329,7 +330,7 @@ class PostgresStore(Store):
         except BaseException as exc:
             self._give_back(raw, exc)
             raise
-        if got and self.announcer.now_or_later(types):
+        if got and announce and self.announcer.now_or_later(types):
             try:
                 _simple(raw, self._notify_sql(raw, types))
             except psycopg.Error:

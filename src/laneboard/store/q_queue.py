@@ -25,10 +25,25 @@ SETTLE_SESSION = (
 )
 
 
+TAKE_ROW = (  # pending -> processing for one owner (compare-and-swap), the row as taken
+    "UPDATE queue SET state = 'processing', owner = ?, attempts = attempts + 1, "
+    "started_at = ?, updated_at = ? WHERE id = ? AND state = 'pending' RETURNING *"
+)
+
+
 def settle_session(store: Store, agent_kind: str, lane_key: str) -> None:
     """Record that a session no longer has a process (``SETTLE_SESSION``): one statement,
     its own transaction, and no wake-up (it writes no event)."""
-    store.write_statement(SETTLE_SESSION, (store.clock.now_ms(), agent_kind, lane_key))
+    now = store.clock.now_ms()
+    store.write_statement(SETTLE_SESSION, (now, agent_kind, lane_key), announce=False)
+
+
+def take_pending_row(store: Store, row_id: int, owner: str) -> Row | None:
+    """A pending queue row taken by ``owner`` (``TAKE_ROW``), as taken: one statement, its
+    own transaction, and no wake-up (it writes no event). None: it was not pending."""
+    now = store.clock.now_ms()
+    got = store.write_statement(TAKE_ROW, (owner, now, now, row_id), announce=False)
+    return got[0] if got else None
 
 
 class QueueQueries(Queries):
@@ -174,11 +189,7 @@ class QueueQueries(Queries):
     def claim_queue_row(self, row_id: int, owner: str) -> Row | None:
         """``take_queue_row``, returning the row as taken (None: it was not pending)."""
         now = self.now()
-        return self.one(
-            "UPDATE queue SET state = 'processing', owner = ?, attempts = attempts + 1, "
-            "started_at = ?, updated_at = ? WHERE id = ? AND state = 'pending' RETURNING *",
-            (owner, now, now, row_id),
-        )
+        return self.one(TAKE_ROW, (owner, now, now, row_id))
 
     def take_queue_row(self, row_id: int, owner: str) -> bool:
         """pending -> processing for this owner (compare-and-swap)."""

@@ -142,8 +142,7 @@ class Pool:
             with self.lock:
                 if len(self.running) >= rt.config.max_concurrency:
                     break
-            with rt.store.write() as tx:
-                taken = records.taken_row(tx, row.id, rt.instance or "local")
+            taken = records.take_pending(rt.store, row.id, rt.instance or "local")
             if taken is None:
                 continue
             thread = threading.Thread(

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from laneboard.domain.clock import iso
-from laneboard.store.base import Row
+from laneboard.store.base import Row, Store
+from laneboard.store.q_queue import take_pending_row
 from laneboard.store.tx import Tx
 
 ACTIVE = ("pending", "processing")
@@ -139,6 +140,12 @@ def take_row(tx: Tx, row_id: int, owner: str) -> bool:
 def taken_row(tx: Tx, row_id: int, owner: str) -> QueueRow | None:
     """``take_row`` in one statement, returning the row as taken (None: not pending)."""
     r = tx.claim_queue_row(row_id, owner)
+    return _qrow(r) if r is not None else None
+
+
+def take_pending(store: Store, row_id: int, owner: str) -> QueueRow | None:
+    """``taken_row`` as a statement of its own (the pool's drain)."""
+    r = take_pending_row(store, row_id, owner)
     return _qrow(r) if r is not None else None
 
 
