@@ -123,6 +123,30 @@ def held_elsewhere(rt: Runtime, names: list[str]) -> dict[str, str] | None:
     return busy
 
 
+def one_statement(rt: Runtime) -> bool:
+    """Whether a resident's tick takes and gives back its pass leases in one statement
+    each (``store.pass_sql``: PostgreSQL, where each round trip counts)."""
+    return rt.store.dialect == "postgresql"
+
+
+def take_alone(rt: Runtime, names: list[str]) -> tuple[dict[str, int], list[str]]:
+    """``take`` for the leases that are free, expired or already this supervisor's, in
+    one statement of its own: pass -> its ``pass_runs`` row, and the passes it did not
+    get (held by another: ``take`` looks at them in a transaction)."""
+    from laneboard.store.pass_sql import take_and_start
+
+    passes = {lease_name(n): n for n in names}
+    runs = take_and_start(rt.store, passes, holder_of(rt), rt.machine, pass_ttl_ms(rt))
+    return runs, [n for n in names if n not in runs]
+
+
+def give_back_alone(rt: Runtime, runs: dict[str, int]) -> None:
+    """``give_back`` in one statement of its own."""
+    from laneboard.store.pass_sql import end_and_give_back
+
+    end_and_give_back(rt.store, holder_of(rt), runs, [lease_name(n) for n in runs])
+
+
 def give_back(tx: Tx, rt: Runtime, runs: dict[str, int]) -> None:
     """In the tick's last transaction: the runs end, their leases are released."""
     if runs:

@@ -262,6 +262,9 @@ class Ticker:
             held = cluster.held_elsewhere(rt, shared)
             if held is not None:
                 busy, shared = held, []
+        alone = kept and self._following and bool(shared) and cluster.one_statement(rt)
+        if alone:  # the common case of a resident: one statement takes what is free
+            runs, shared = cluster.take_alone(rt, shared)
         if not kept or shared or not self._following:
             with rt.store.write() as tx:
                 if not kept:
@@ -275,7 +278,8 @@ class Ticker:
                         rt.log.warn("tick", note)
                 if not self._following:
                     notifier.ensure(tx, rt.machine)
-                runs, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
+                more, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
+                runs = {**runs, **more}
             if not kept and self.resident:
                 self._kept = (holder, now + ttl // 2)
         self._following = True
@@ -298,7 +302,9 @@ class Ticker:
                 results["notify"] = self._notify()
         finally:
             self.started_at = None
-            if runs or self._kept is None:
+            if runs and self._kept is not None and cluster.one_statement(rt):
+                cluster.give_back_alone(rt, runs)
+            elif runs or self._kept is None:
                 with rt.store.write() as tx:
                     cluster.give_back(tx, rt, runs)
                     if self._kept is None:

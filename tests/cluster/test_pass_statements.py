@@ -1,0 +1,85 @@
+"""On PostgreSQL a resident's tick takes the cluster's pass leases, and starts their
+runs, in one statement, and ends the runs and gives the leases back in one more
+(``store.pass_sql``); each step was a transaction of four round trips. The statement
+must keep the rules of ``Tx.acquire_locks``: a lease that is free, expired or already
+the caller's is taken; one another holds unexpired is left to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
+
+from laneboard.domain.clock import FakeClock
+from laneboard.store import Store, open_store
+from laneboard.store.pass_sql import PRUNE_EVERY, end_and_give_back, take_and_start
+
+PASSES = {"pass:workflow": "workflow", "pass:lanes": "lanes", "pass:patrol": "patrol"}
+
+
+@pytest.fixture
+def pg(clock: FakeClock) -> Iterator[Store]:
+    """A fresh PostgreSQL board: one statement per step is PostgreSQL's (SQLite's
+    statements cost no round trip, and it keeps the transaction)."""
+    schema = make_pg_schema()
+    store = open_store(pg_schema_url(schema), clock)
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_pg_schema(schema)
+
+
+def _leases(store: Store) -> dict[str, tuple[str, int]]:
+    with store.read() as tx:
+        got = tx.all("SELECT name, holder, expires_at FROM locks")
+    return {str(r["name"]): (str(r["holder"]), int(r["expires_at"])) for r in got}
+
+
+def test_free_expired_and_own_leases_are_taken_with_a_run_each(pg: Store, clock: FakeClock) -> None:
+    now = clock.now_ms()
+    with pg.write() as tx:
+        assert tx.acquire_locks(["pass:lanes"], "other", 60_000) == {"pass:lanes"}
+        assert tx.acquire_locks(["pass:patrol"], "gone", 1_000) == {"pass:patrol"}
+    clock.advance(seconds=2)  # "gone"'s lease has expired, "other"'s has not
+    runs = take_and_start(pg, PASSES, "me", "m1", 30_000)
+    assert set(runs) == {"workflow", "patrol"}
+    leases = _leases(pg)
+    assert leases["pass:workflow"] == ("me", now + 2_000 + 30_000)
+    assert leases["pass:patrol"] == ("me", now + 2_000 + 30_000)
+    assert leases["pass:lanes"] == ("other", now + 60_000)
+    with pg.read() as tx:
+        rows = {str(r["name"]): r for r in tx.pass_runs()}
+    assert set(rows) == {"workflow", "patrol"}
+    assert {int(r["id"]) for r in rows.values()} == set(runs.values())
+    assert all(r["machine"] == "m1" and r["finished_at"] is None for r in rows.values())
+    clock.advance(seconds=1)
+    again = take_and_start(pg, PASSES, "me", "m1", 30_000)  # its own: renewed, new runs
+    assert set(again) == {"workflow", "patrol"} and not set(again.values()) & set(runs.values())
+    assert _leases(pg)["pass:workflow"] == ("me", now + 3_000 + 30_000)
+
+
+def test_runs_end_and_only_the_callers_leases_go(pg: Store, clock: FakeClock) -> None:
+    runs = take_and_start(pg, {"pass:workflow": "workflow"}, "me", "m1", 30_000)
+    with pg.write() as tx:
+        tx.acquire_locks(["pass:lanes"], "other", 60_000)
+    clock.advance(seconds=5)
+    end_and_give_back(pg, "me", runs, ["pass:workflow", "pass:lanes"])
+    assert set(_leases(pg)) == {"pass:lanes"}  # another's lease is not the caller's to give
+    with pg.read() as tx:
+        [row] = tx.pass_runs("workflow")
+    assert int(row["finished_at"]) == clock.now_ms()
+    end_and_give_back(pg, "me", {}, [])  # nothing: no statement
+
+
+def test_a_run_whose_id_is_a_multiple_prunes_the_log_to_a_day(pg: Store, clock: FakeClock) -> None:
+    old = take_and_start(pg, {"pass:workflow": "workflow"}, "me", "m1", 30_000)
+    clock.advance(seconds=2 * 86_400)
+    with pg.write() as tx:  # the next run's id is a multiple of PRUNE_EVERY
+        tx.run("SELECT setval(pg_get_serial_sequence('pass_runs', 'id'), ?)", (PRUNE_EVERY - 1,))
+    new = take_and_start(pg, {"pass:workflow": "workflow"}, "me", "m1", 30_000)
+    assert new == {"workflow": PRUNE_EVERY}
+    with pg.read() as tx:
+        assert [int(r["id"]) for r in tx.pass_runs()] == [PRUNE_EVERY]
+    assert old["workflow"] != PRUNE_EVERY
