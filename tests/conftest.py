@@ -68,6 +68,18 @@ def store(store_url: str, clock: FakeClock) -> Iterator[Store]:
 
 
 @pytest.fixture
+def postgres_store(clock: FakeClock) -> Iterator[Store]:
+    """A fresh board on PostgreSQL alone (what only PostgreSQL does)."""
+    schema = make_pg_schema()
+    s = open_store(pg_schema_url(schema), clock)
+    try:
+        yield s
+    finally:
+        s.close()
+        drop_pg_schema(schema)
+
+
+@pytest.fixture
 def sqlite_store(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
     s = open_store(f"sqlite:///{tmp_path / 'board.db'}", clock)
     try:

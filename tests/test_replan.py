@@ -12,30 +12,21 @@ connection, and each report and delivery read every report ever written.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
 
 from laneboard.board.service import Board
-from laneboard.domain.clock import FakeClock
 from laneboard.domain.model import agent, human
-from laneboard.store import Store, open_store
+from laneboard.store import Store
 from laneboard.store.postgres import REPLAN_FIRST, REPLAN_MAX, PostgresStore
 
 ME, WORKER = human("alice"), agent("w1")
 
 
 @pytest.fixture
-def pg(clock: FakeClock) -> Iterator[Store]:
-    schema = make_pg_schema()
-    store = open_store(pg_schema_url(schema), clock)
-    try:
-        yield store
-    finally:
-        store.close()
-        drop_pg_schema(schema)
+def pg(postgres_store: Store) -> Store:
+    return postgres_store
 
 
 def _deliver(board: Board, n: int) -> None:

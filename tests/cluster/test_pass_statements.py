@@ -6,29 +6,18 @@ the caller's is taken; one another holds unexpired is left to it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from tests.conftest import drop_pg_schema, make_pg_schema, pg_schema_url
 
 from laneboard.domain.clock import FakeClock
-from laneboard.store import Store, open_store
+from laneboard.store import Store
 from laneboard.store.pass_sql import PRUNE_EVERY, end_and_give_back, take_and_start
 
 PASSES = {"pass:workflow": "workflow", "pass:lanes": "lanes", "pass:patrol": "patrol"}
 
 
 @pytest.fixture
-def pg(clock: FakeClock) -> Iterator[Store]:
-    """A fresh PostgreSQL board: one statement per step is PostgreSQL's (SQLite's
-    statements cost no round trip, and it keeps the transaction)."""
-    schema = make_pg_schema()
-    store = open_store(pg_schema_url(schema), clock)
-    try:
-        yield store
-    finally:
-        store.close()
-        drop_pg_schema(schema)
+def pg(postgres_store: Store) -> Store:
+    return postgres_store
 
 
 def _leases(store: Store) -> dict[str, tuple[str, int]]:
