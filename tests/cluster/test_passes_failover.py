@@ -312,3 +312,28 @@ def test_a_cluster_pass_with_nothing_to_do_takes_no_lease(
     with b.store.read() as tx:  # it ran under its lease, once there was work
         assert [r["machine"] for r in tx.pass_runs("workflow")] == ["b"]
         assert tx.pass_leases() == []
+
+
+def test_a_tick_that_fails_after_taking_leases_gives_them_back(
+    hosts: Hosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a resident takes the free pass leases in one statement, then looks at
+    those another holds in a transaction: when that fails, what it took goes back at once
+    (their runs ended), not after the leases' time to live."""
+    monkeypatch.setattr(ticks, "IDLE", {})  # as when the workflow and lanes have work
+    a, b = hosts.runtime("a"), hosts.runtime("b")
+    ticker = ticks.Ticker(b)
+    ticker.resident = True
+    assert ticker.tick(force=True).state == "ran"
+    with a.store.write() as tx:  # a, alive, runs the workflow pass now
+        cluster.take(tx, a, ["workflow"])
+
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError("the transaction failed")
+
+    monkeypatch.setattr(cluster, "take", broken)
+    with pytest.raises(RuntimeError):
+        ticker.tick(news={"card.moved"})  # news for the workflow and lanes passes
+    with b.store.read() as tx:
+        assert {r["name"]: r["holder"] for r in tx.pass_leases()} == {"pass:workflow": a.instance}
+        assert all(r["finished_at"] is not None for r in tx.pass_runs() if r["machine"] == "b")

@@ -147,6 +147,18 @@ def give_back_alone(rt: Runtime, runs: dict[str, int]) -> None:
     end_and_give_back(rt.store, holder_of(rt), runs, [lease_name(n) for n in runs])
 
 
+def give_back_quietly(rt: Runtime, runs: dict[str, int]) -> None:
+    """``give_back_alone`` when a tick fails after ``take_alone``: its leases would
+    otherwise wait out their time to live. A failure here is logged (the database may
+    be what failed); the leases then expire."""
+    if not runs:
+        return
+    try:
+        give_back_alone(rt, runs)
+    except Exception as exc:
+        rt.log.warn("cluster", f"giving back pass leases failed: {type(exc).__name__}: {exc}")
+
+
 def give_back(tx: Tx, rt: Runtime, runs: dict[str, int]) -> None:
     """In the tick's last transaction: the runs end, their leases are released."""
     if runs:

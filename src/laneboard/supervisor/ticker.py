@@ -266,20 +266,25 @@ class Ticker:
         if alone:  # the common case of a resident: one statement takes what is free
             runs, shared = cluster.take_alone(rt, shared)
         if not kept or shared or not self._following:
-            with rt.store.write() as tx:
-                if not kept:
-                    self._kept = None
-                    taken, note = leases.acquire(tx, lock, holder, ttl, rt.machine)
-                    if not taken:
-                        return TickResult(
-                            "skipped", note, {}, (time.perf_counter() - started) * 1000
-                        )
-                    if note:
-                        rt.log.warn("tick", note)
-                if not self._following:
-                    notifier.ensure(tx, rt.machine)
-                more, busy = cluster.take(tx, rt, shared)  # one supervisor of the cluster at a time
-                runs = {**runs, **more}
+            try:
+                with rt.store.write() as tx:
+                    if not kept:
+                        self._kept = None
+                        taken, note = leases.acquire(tx, lock, holder, ttl, rt.machine)
+                        if not taken:
+                            return TickResult(
+                                "skipped", note, {}, (time.perf_counter() - started) * 1000
+                            )
+                        if note:
+                            rt.log.warn("tick", note)
+                    if not self._following:
+                        notifier.ensure(tx, rt.machine)
+                    # one supervisor of the cluster at a time
+                    more, busy = cluster.take(tx, rt, shared)
+            except BaseException:
+                cluster.give_back_quietly(rt, runs)  # what the one statement took, at once
+                raise
+            runs = {**runs, **more}
             if not kept and self.resident:
                 self._kept = (holder, now + ttl // 2)
         self._following = True
