@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.supervisor.helpers import count_calls
 
 from laneboard.board.service import Board
 from laneboard.domain.model import Card, Evidence, agent, human
@@ -130,3 +131,55 @@ def test_a_refused_delivery_runs_no_gate(web: Board) -> None:
     c = claimed(web)
     refused(web, "STALE_CLAIM", agent("other"), c.ref, "not mine")
     assert gate.seen == []
+
+
+def test_a_gated_delivery_is_one_statement_on_the_version_verified(
+    web: Board, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL, once its gate has verified it, a delivery is written in one statement
+    on the version of the card the gate saw (it was a transaction of six round trips)."""
+    web.delivery_gate = Gate()
+    c = claimed(web)
+    writes = count_calls(monkeypatch, store, "write")
+    alone = count_calls(monkeypatch, store, "write_statement")
+    rep, card = web.deliver(WORKER, c.ref, "done", evidence=[{"command": "pytest", "exit_code": 0}])
+    pg = store.dialect == "postgresql"
+    assert (len(writes), len(alone)) == ((0, 1) if pg else (1, 0))
+    assert card.status.value == "in_review" and web.get(c.ref) == card
+    assert [e.command for e in rep.evidence] == ["pytest", "make check"]
+    added, moved = web.events(card=c.ref, limit=100)[-2:]
+    assert (added.type, added.payload["evidence"]) == ("report.added", 1)
+    assert (moved.type, moved.payload["verified"]) == ("card.moved", 1)
+
+
+class EditingGate(Gate):
+    """A gate during whose checks someone else writes the card."""
+
+    def __init__(self, store: Store, **change: Any) -> None:
+        super().__init__()
+        self.other, self.change = Board(store), change
+
+    def __call__(self, card: Card) -> list[Evidence]:
+        if "status" in self.change:
+            self.other.move(ME, card.ref, self.change["status"])
+        else:
+            self.other.edit(ME, card.ref, **self.change)
+        return super().__call__(card)
+
+
+def test_a_card_edited_while_verified_is_delivered_as_it_is_now(web: Board, store: Store) -> None:
+    web.delivery_gate = EditingGate(store, title="renamed")
+    c = claimed(web)
+    rep, card = web.deliver(WORKER, c.ref, "done")
+    assert card.title == "renamed" and card.status.value == "in_review"
+    assert [r.body for r in web.reports(c.ref)] == ["done"]
+    assert [e.command for e in rep.evidence] == ["make check"]
+
+
+def test_a_card_moved_while_verified_is_not_delivered(web: Board, store: Store) -> None:
+    web.delivery_gate = EditingGate(store, status="blocked")
+    c = claimed(web)
+    with pytest.raises(LaneboardError) as info:
+        web.deliver(WORKER, c.ref, "done")
+    assert info.value.code == "VERSION_CONFLICT"
+    assert web.reports(c.ref) == [] and web.get(c.ref).status.value == "blocked"
