@@ -102,3 +102,59 @@ def test_a_replayed_gated_move_runs_its_gate_once(gated: tuple[Board, Gates]) ->
     again = board.move(WORKER, card.ref, "in_review", idempotency_key="k1")
     assert gates.delivered == [card.ref]
     assert (first.id, first.status) == (again.id, again.status)
+
+
+def _in_review(board: Board) -> Card:
+    card = _claimed(board)
+    board.deliver(WORKER, card.ref, "did it")
+    return card
+
+
+def test_a_landed_acceptance_is_one_statement_on_the_version_the_gate_saw(
+    gated: tuple[Board, Gates], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An acceptance whose landing gate landed it is written on the card's version the
+    gate was handed, with the merge commit and its event, in one statement (it was a
+    transaction of its own: five round trips on PostgreSQL) that reads the card again."""
+    board, gates = gated
+    card = _in_review(board)
+    writes = count_calls(monkeypatch, store, "write")
+    done = board.move(ACCEPTER, card.ref, "done", reason="accepted")
+    # one statement on PostgreSQL; SQLite writes the update and its event under one
+    # short write lock (``cas_sql.save_with_event``)
+    assert len(writes) == (0 if store.dialect == "postgresql" else 1)
+    assert gates.landed == [card.ref]
+    assert done.status is Status.DONE and done.meta["merge_commit"] == "c0ffee"
+    assert board.get(card.ref) == done
+    moved = board.events(card=card.ref, limit=100)[-1]
+    assert moved.type == "card.moved"
+    assert moved.payload == {
+        "ref": card.ref,
+        "from": "in_review",
+        "to": "done",
+        "reason": "accepted",
+        "round": 1,
+        "merge_commit": "c0ffee",
+    }
+
+
+def test_a_card_edited_while_it_lands_is_accepted_as_it_is_now(
+    gated: tuple[Board, Gates], store: Store
+) -> None:
+    board, gates = gated
+    card = _in_review(board)
+    other = Board(store)
+
+    def landing(c: Card) -> str | None:
+        other.edit(ME, c.ref, title="renamed")  # the version the gate saw is gone
+        return gates.landing(c)
+
+    board.landing_gate = landing
+    done = board.move(ACCEPTER, card.ref, "done")
+    assert (done.status, done.title, done.meta["merge_commit"]) == (
+        Status.DONE,
+        "renamed",
+        "c0ffee",
+    )
+    types = [e.type for e in board.events(card=card.ref, limit=100)]
+    assert types[-3:] == ["card.moved", "card.edited", "card.moved"]

@@ -84,6 +84,10 @@ class MovesMixin(BoardBase):
                 moved = self._move_probed(actor, ref, dst, reason)
             if moved is not None:
                 return self.recent.put(moved)
+        if plain and gated is not None and idempotency_key is None and dst is Status.DONE:
+            moved = self._move_landed(actor, reason, gated)
+            if moved is not None:
+                return self.recent.put(moved)
         with self.store.write() as tx:
             if idempotency_key is not None:
                 seen = tx.idempotent_response(idempotency_key)
@@ -156,6 +160,27 @@ class MovesMixin(BoardBase):
         card, fields = self._checked_on_read(actor, ref, dst)
         return self._move_write(actor, card, dst, reason, fields, False)
 
+    def _move_landed(
+        self, actor: Actor, reason: str | None, gated: tuple[Card, list[Evidence], str | None]
+    ) -> Card | None:
+        """An acceptance its landing gate has landed, written on the version of the card
+        the gate saw, with its merge commit and its event, in one statement. None: there
+        is verified evidence to add to the report, a check refuses on that read (the
+        landing took a while), or the card changed since (the locked path decides)."""
+        card, evidence, merge = gated
+        if evidence:
+            return None
+        try:
+            self._move_checks(actor, card, Status.DONE)
+            fields = self._move_changes(self.store.clock.now_ms(), actor, card, Status.DONE, True)
+        except LaneboardError:
+            return None
+        extra: dict[str, Any] = {}
+        if merge is not None:
+            fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
+            extra["merge_commit"] = merge
+        return self._move_write(actor, card, Status.DONE, reason, fields, False, extra)
+
     def _checked_on_read(
         self, actor: Actor, ref: str | int, dst: Status
     ) -> tuple[Card, dict[str, Any]]:
@@ -185,15 +210,18 @@ class MovesMixin(BoardBase):
         reason: str | None,
         fields: dict[str, Any],
         reported: bool,
+        extra: dict[str, Any] | None = None,
     ) -> Card | None:
-        """A checked move's ``fields`` written on ``card``'s version, with its event;
-        None: the card moved on (``reported``: or its round has no report)."""
+        """A checked move's ``fields`` written on ``card``'s version, with its event (and
+        ``extra`` in its payload); None: the card moved on (``reported``: or its round has
+        no report)."""
         payload = {
             "ref": card.ref,
             "from": card.status.value,
             "to": dst.value,
             "reason": reason,
             "round": card.delivery_round,
+            **(extra or {}),
         }
         row = save_with_event(
             self.store,
