@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.supervisor.helpers import count_calls
 
 from laneboard.board.service import Board
 from laneboard.domain.clock import FakeClock
@@ -466,3 +468,45 @@ def test_alert_ledger_suppresses_repeats_but_never_promotions(store: Store) -> N
     assert events[-1].payload["token"] == "x lbt_***"  # redacted
     with pytest.raises(ValueError), store.write() as tx:
         alerts.raise_alert(tx, "k|2", "s", "loud", {})
+
+
+def test_an_off_card_is_marked_and_accepted_without_a_transaction_on_postgresql(
+    board: Board, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's acceptance mark is written on the version of the card its checks read,
+    with its event, in one statement (it was a transaction that locked the card: five round
+    trips); the acceptance that follows is one more. SQLite writes each under one short
+    write lock."""
+    key = project(board, tmp_path)
+    rt = runtime(store, tmp_path)
+    card = delivered(board, key, mode="off")
+    writes = count_calls(monkeypatch, store, "write")
+    out = run(rt)
+    assert outcomes(out) == [("auto_accept", "accepted")]
+    assert len(writes) == (0 if store.dialect == "postgresql" else 2)
+    got = board.get(card.ref)
+    assert got.status.value == "done" and got.meta["accepted_by"] == "loop-auto"
+    edited = [e for e in board.events(card=card.ref, limit=100) if e.type == "card.edited"]
+    assert [e.payload for e in edited] == [{"fields": ["meta"], "by": "workflow"}]
+
+
+def test_an_off_card_that_changes_before_its_mark_is_skipped_this_pass(
+    board: Board, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from laneboard.supervisor import workflow_apply
+
+    key = project(board, tmp_path)
+    rt = runtime(store, tmp_path)
+    card = delivered(board, key, mode="off")
+    real = workflow_apply.save_with_event
+
+    def edited_first(*args: Any, **kw: Any) -> Any:
+        board.edit(ME, card.ref, title="renamed")  # between the checks and the mark
+        return real(*args, **kw)
+
+    monkeypatch.setattr(workflow_apply, "save_with_event", edited_first)
+    assert outcomes(run(rt)) == [("auto_accept", "skipped")]
+    got = board.get(card.ref)
+    assert got.status.value == "in_review" and "accepted_by" not in got.meta
+    monkeypatch.setattr(workflow_apply, "save_with_event", real)
+    assert outcomes(run(rt)) == [("auto_accept", "accepted")]  # the next pass accepts it

@@ -16,6 +16,7 @@ from laneboard.domain.model import AcceptanceMode, Card, CardKind, CommentKind
 from laneboard.domain.status import Status
 from laneboard.errors import LaneboardError
 from laneboard.store import IntegrityError
+from laneboard.store.cas_sql import save_with_event
 from laneboard.store.tx import Tx
 from laneboard.supervisor import alerts
 from laneboard.supervisor.holds import place_hold
@@ -441,18 +442,29 @@ def _accept_approved(rt: Runtime, a: Action) -> str:
 
 
 def _auto_accept(rt: Runtime, a: Action) -> str:
-    with rt.store.write() as tx:
-        card = _locked(tx, a.card_id)
+    """Mark the card accepted by the loop, then accept it. The checks run on a read
+    outside any transaction and the mark is written on the version read, with its event,
+    in one statement (``save_with_event``): a card that changed since is skipped, and
+    the next pass looks at it again."""
+    with rt.store.autocommit() as tx:
+        card = tx.card(a.card_id)
+        if card is None:
+            raise Skip(f"card {a.card_id} is gone")
         if card.status is not Status.IN_REVIEW or card.acceptance_mode is not AcceptanceMode.OFF:
             raise Skip(f"{card.ref} is {card.status.value}, mode {card.acceptance_mode.value}")
         if tx.card_by_key(review_key(card.ref, card.delivery_round)) is not None:
             raise Skip(f"{card.ref} has an open review card")
-        if acceptance_blocked(card):
-            raise Skip(f"{card.ref}'s acceptance was refused on this round; a human lands it")
-        if card.meta.get("accepted_by") != "loop-auto":
-            # the move that follows reads the card itself: only its id is needed here
-            meta = {**card.meta, "accepted_by": "loop-auto"}
-            card = _save(tx, rt, card, {"meta": meta}, reread=False)
+    if acceptance_blocked(card):
+        raise Skip(f"{card.ref}'s acceptance was refused on this round; a human lands it")
+    if card.meta.get("accepted_by") != "loop-auto":
+        # the move that follows reads the card itself: only its id is needed here
+        fields = {"meta": {**card.meta, "accepted_by": "loop-auto"}}
+        edited = {"fields": sorted(fields), "by": "workflow"}
+        row = save_with_event(
+            rt.store, card.id, card.version, fields, ("card.edited", rt.actor, edited)
+        )
+        if row is None:
+            raise Skip(f"{card.ref} changed while it was being written")
     return _accept(rt, card, "acceptance off")
 
 
