@@ -10,7 +10,8 @@ import pytest
 
 from laneboard.domain.clock import FakeClock
 from laneboard.store import Store
-from laneboard.store.pass_sql import PRUNE_EVERY, end_and_give_back, take_and_start
+from laneboard.store.pass_sql import end_and_give_back, take_and_start
+from laneboard.store.q_ops import PASS_RUNS_PRUNE_EVERY
 
 PASSES = {"pass:workflow": "workflow", "pass:lanes": "lanes", "pass:patrol": "patrol"}
 
@@ -65,10 +66,13 @@ def test_runs_end_and_only_the_callers_leases_go(pg: Store, clock: FakeClock) ->
 def test_a_run_whose_id_is_a_multiple_prunes_the_log_to_a_day(pg: Store, clock: FakeClock) -> None:
     old = take_and_start(pg, {"pass:workflow": "workflow"}, "me", "m1", 30_000)
     clock.advance(seconds=2 * 86_400)
-    with pg.write() as tx:  # the next run's id is a multiple of PRUNE_EVERY
-        tx.run("SELECT setval(pg_get_serial_sequence('pass_runs', 'id'), ?)", (PRUNE_EVERY - 1,))
+    with pg.write() as tx:  # the next run's id is a multiple of PASS_RUNS_PRUNE_EVERY
+        tx.run(
+            "SELECT setval(pg_get_serial_sequence('pass_runs', 'id'), ?)",
+            (PASS_RUNS_PRUNE_EVERY - 1,),
+        )
     new = take_and_start(pg, {"pass:workflow": "workflow"}, "me", "m1", 30_000)
-    assert new == {"workflow": PRUNE_EVERY}
+    assert new == {"workflow": PASS_RUNS_PRUNE_EVERY}
     with pg.read() as tx:
-        assert [int(r["id"]) for r in tx.pass_runs()] == [PRUNE_EVERY]
-    assert old["workflow"] != PRUNE_EVERY
+        assert [int(r["id"]) for r in tx.pass_runs()] == [PASS_RUNS_PRUNE_EVERY]
+    assert old["workflow"] != PASS_RUNS_PRUNE_EVERY

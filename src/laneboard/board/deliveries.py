@@ -73,7 +73,18 @@ class DeliveriesMixin(MovesMixin, HistoryMixin):
             return None
         every = [*items, *(e.to_dict() for e in verified)]
         payloads = _payloads(card, items, len(verified))
-        got = deliver_with_events(self.store, card, fields, (body, commit, every), actor, payloads)
+        return self._deliver_on(actor, card, fields, (body, commit, every), payloads)
+
+    def _deliver_on(
+        self,
+        actor: Actor,
+        card: Card,
+        fields: dict[str, Any],
+        report: Payload,
+        payloads: tuple[dict[str, Any], dict[str, Any]],
+    ) -> Delivered | None:
+        """The delivery written on ``card``'s version in one statement; None: it moved on."""
+        got = deliver_with_events(self.store, card, fields, report, actor, payloads)
         if got is None:
             return None
         row, rep = got
@@ -94,13 +105,10 @@ class DeliveriesMixin(MovesMixin, HistoryMixin):
                 fields = self._delivery_fields(actor, card, now)
             except LaneboardError:
                 return None  # a copy is never the reason for a refusal
-        payloads = _payloads(card, report[2], 0)
-        got = deliver_with_events(self.store, card, fields, report, actor, payloads)
-        if got is None:
+        done = self._deliver_on(actor, card, fields, report, _payloads(card, report[2], 0))
+        if done is None:
             self.recent.drop(card.id)
-            return None
-        row, rep = got
-        return rep, self.recent.put(rows.card(row, rows.dep_ids(row["deps"])))
+        return done
 
     def _delivery_read(self, actor: Actor, ref: str | int) -> Card:
         """The card a gate verifies, read outside any transaction, once the delivery is

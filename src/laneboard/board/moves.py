@@ -44,6 +44,15 @@ def held_for(card: Card, reason: str) -> bool:
     )
 
 
+def _with_merge(fields: dict[str, Any], card: Card, merge: str | None) -> dict[str, Any]:
+    """A landed move's merge commit joins the ``meta`` it writes; returns what its event
+    adds to the payload."""
+    if merge is None:
+        return {}
+    fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
+    return {"merge_commit": merge}
+
+
 class MovesMixin(BoardBase):
     def move(
         self,
@@ -175,10 +184,7 @@ class MovesMixin(BoardBase):
             fields = self._move_changes(self.store.clock.now_ms(), actor, card, Status.DONE, True)
         except LaneboardError:
             return None
-        extra: dict[str, Any] = {}
-        if merge is not None:
-            fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
-            extra["merge_commit"] = merge
+        extra = _with_merge(fields, card, merge)
         return self._move_write(actor, card, Status.DONE, reason, fields, False, extra)
 
     def _checked_on_read(
@@ -300,10 +306,7 @@ class MovesMixin(BoardBase):
             items = [e.to_dict() for e in (*rep.evidence, *evidence)]
             tx.set_report_evidence(rep.id, items)
             extra["verified"] = len(evidence)
-        if merge is not None:
-            fields["meta"] = {**fields.get("meta", card.meta), "merge_commit": merge}
-            extra["merge_commit"] = merge
-        return extra
+        return {**extra, **_with_merge(fields, card, merge)}
 
     def _move_fields(
         self, tx: Tx, actor: Actor, card: Card, dst: Status, *, reported: bool | None = None

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from laneboard.store.q_ops import SERVER_NOW
+from laneboard.store.q_ops import (
+    LEASE_CONFLICT,
+    PASS_RUNS_KEPT_MS,
+    PRUNE_PASS_RUNS,
+    SERVER_NOW,
+    prune_pass_runs,
+)
 
 if TYPE_CHECKING:
     from laneboard.store.base import Store
-
-PRUNE_EVERY = 256  # a run whose id is a multiple of this prunes the log to a day
-DAY_MS = 86_400_000
 
 
 def _now(store: Store) -> tuple[str, list[Any]]:
@@ -46,20 +49,16 @@ def take_and_start(
     sql = (
         "WITH v (lease, pass, holder, at, until) AS (VALUES " + ", ".join(rows) + "), "
         "l AS (INSERT INTO locks (name, holder, acquired_at, expires_at) "
-        "SELECT lease, holder, at, until FROM v "
-        "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-        "WHERE locks.holder = excluded.holder OR locks.expires_at <= excluded.acquired_at "
-        "RETURNING name) "
+        f"SELECT lease, holder, at, until FROM v {LEASE_CONFLICT} RETURNING name) "
         "INSERT INTO pass_runs (name, holder, machine, started_at) "
         "SELECT v.pass, v.holder, ?, v.at FROM v JOIN l ON l.name = v.lease "
         "RETURNING id, name, started_at"
     )
     got = store.write_statement(sql, [*values, machine], announce=False)
     ids = {str(r["name"]): int(r["id"]) for r in got}
-    if any(i % PRUNE_EVERY == 0 for i in ids.values()):
-        since = int(got[0]["started_at"]) - DAY_MS
-        store.write_statement("DELETE FROM pass_runs WHERE started_at < ?", [since], announce=False)
+    if prune_pass_runs(ids):
+        since = int(got[0]["started_at"]) - PASS_RUNS_KEPT_MS
+        store.write_statement(PRUNE_PASS_RUNS, [since], announce=False)
     return ids
 
 

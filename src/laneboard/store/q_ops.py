@@ -11,6 +11,21 @@ from laneboard.store.rows import dumps
 ALERT_TYPES = "type LIKE 'alert.%' OR type LIKE 'patrol.alert%'"
 # the database server's clock in ms, fixed for the statement
 SERVER_NOW = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+# a proposed lease row takes the place of one that is the same holder's or has expired;
+# any other is left as it is (``acquire_locks``, ``pass_sql.take_and_start``)
+LEASE_CONFLICT = (
+    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+    "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
+    "WHERE locks.holder = excluded.holder OR locks.expires_at <= excluded.acquired_at"
+)
+PASS_RUNS_PRUNE_EVERY = 256  # a run whose id is a multiple of this prunes the log
+PASS_RUNS_KEPT_MS = 86_400_000  # to its last day
+PRUNE_PASS_RUNS = "DELETE FROM pass_runs WHERE started_at < ?"
+
+
+def prune_pass_runs(ids: dict[str, int]) -> bool:
+    """Whether the pass runs just started (pass -> id) prune the log now."""
+    return any(i % PASS_RUNS_PRUNE_EVERY == 0 for i in ids.values())
 
 
 class OpsQueries(Queries):
@@ -166,10 +181,7 @@ class OpsQueries(Queries):
         got = self.all(
             "INSERT INTO locks (name, holder, acquired_at, expires_at) VALUES "
             + ", ".join(f"(?, ?, {now}, {now} + ?)" for _ in names)
-            + " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-            "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-            "WHERE locks.holder = excluded.holder OR locks.expires_at <= excluded.acquired_at "
-            "RETURNING name",
+            + f" {LEASE_CONFLICT} RETURNING name",
             params,
         )
         return {str(r["name"]) for r in got}
@@ -202,7 +214,7 @@ class OpsQueries(Queries):
 
     def start_pass_runs(self, names: list[str], holder: str, machine: str) -> dict[str, int]:
         """One ``pass_runs`` row per pass (one statement), stamped as leases are; the log
-        is pruned to a day now and then (when a row id is a multiple of 256)."""
+        is pruned to a day now and then (``prune_pass_runs``)."""
         if not names:
             return {}
         now, at = self._stamp()
@@ -216,9 +228,9 @@ class OpsQueries(Queries):
             params,
         )
         ids = {str(r["name"]): int(r["id"]) for r in got}
-        if got and any(i % 256 == 0 for i in ids.values()):
-            since = int(got[0]["started_at"]) - 86_400_000
-            self.run("DELETE FROM pass_runs WHERE started_at < ?", (since,))
+        if got and prune_pass_runs(ids):
+            since = int(got[0]["started_at"]) - PASS_RUNS_KEPT_MS
+            self.run(PRUNE_PASS_RUNS, (since,))
         return ids
 
     def finish_pass_runs(self, ids: list[int]) -> None:

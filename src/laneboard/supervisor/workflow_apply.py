@@ -99,12 +99,17 @@ def _locked(tx: Tx, card_id: int) -> Card:
     return card
 
 
-def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any], *, reread: bool = True) -> Card:
+def _edited(fields: dict[str, Any]) -> dict[str, Any]:
+    """The payload of the ``card.edited`` event of a workflow write of ``fields``."""
+    return {"fields": sorted(fields), "by": "workflow"}
+
+
+def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any]) -> Card:
     """Write ``fields`` on the card's version read before, with its event; the card as
-    written (``reread=False``: the card as given, for a caller that needs only its id)."""
+    written."""
     if not tx.update_card(card.id, card.version, fields):
         raise Skip(f"{card.ref} changed while it was being written")
-    fresh = tx.card(card.id) if reread else card
+    fresh = tx.card(card.id)
     assert fresh is not None
     tx.append_event(  # after the read: an event appended last is written with the commit
         "card.edited",
@@ -112,7 +117,7 @@ def _save(tx: Tx, rt: Runtime, card: Card, fields: dict[str, Any], *, reread: bo
         card_id=card.id,
         project_id=card.project_id,
         run_id=card.run_id,
-        payload={"fields": sorted(fields), "by": "workflow"},
+        payload=_edited(fields),
     )
     return fresh
 
@@ -459,10 +464,8 @@ def _auto_accept(rt: Runtime, a: Action) -> str:
     if card.meta.get("accepted_by") != "loop-auto":
         # the move that follows reads the card itself: only its id is needed here
         fields = {"meta": {**card.meta, "accepted_by": "loop-auto"}}
-        edited = {"fields": sorted(fields), "by": "workflow"}
-        row = save_with_event(
-            rt.store, card.id, card.version, fields, ("card.edited", rt.actor, edited)
-        )
+        event = ("card.edited", rt.actor, _edited(fields))
+        row = save_with_event(rt.store, card.id, card.version, fields, event)
         if row is None:
             raise Skip(f"{card.ref} changed while it was being written")
     return _accept(rt, card, "acceptance off")
