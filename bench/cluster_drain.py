@@ -347,7 +347,7 @@ def main() -> int:
         "--rounds",
         type=int,
         default=0,
-        help="alternations of board and queue (default 2; --quick 5: its drains are short)",
+        help="alternations of board and queue (default 2; --quick 7: its drains are short)",
     )
     ap.add_argument("--scripted", type=int, default=0, help="cards for the 3 supervisors")
     ap.add_argument(
@@ -370,7 +370,7 @@ def main() -> int:
         return 0
     problems = 0
     if args.part != "supervisors":
-        rounds = args.rounds or (5 if args.quick else 2)
+        rounds = args.rounds or (7 if args.quick else 2)
         problems += drain_part(args.cards or (400 if args.quick else 5000), rounds)
     if args.part == "drain":
         return 1 if problems else 0
