@@ -354,6 +354,8 @@ def main() -> int:
     ap.add_argument("--backend", choices=["sqlite", "postgres"], action="append")
     ap.add_argument("--rounds", type=int, default=0, help="alternations per mode")
     args = ap.parse_args()
+    if args.rounds < 0:
+        ap.error("--rounds must be 0 (the default) or more")
     # --quick: a race of 240 cards lasted a tenth of a second and its ratios moved by
     # 0.2 between runs of the same code
     cards = 800 if args.quick else 2000

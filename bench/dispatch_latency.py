@@ -147,6 +147,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="30 pairs of cards (CI)")
     ap.add_argument("--cards", type=int, default=40, help="pairs of cards")
     args = ap.parse_args()
+    if args.cards < 1:
+        ap.error("--cards must be 1 or more")
     # a pair's ratio varies by tens of percent from one card to the next: with 10 pairs
     # the median swung from 0.99 to 1.27 between back-to-back runs, with 20 from 1.02 to 1.12
     n = 30 if args.quick else args.cards
