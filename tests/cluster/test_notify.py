@@ -139,26 +139,6 @@ def test_notify_from_another_process_wakes_the_listener(pg_store: Store) -> None
         assert waiter.finished() is True
 
 
-def test_the_echo_of_its_own_write_does_not_wake_the_process_again(
-    pg_store: Store, stores: Callable[[], Store]
-) -> None:
-    """A write through the store woke its waiters at its commit (the hook): its own
-    notification, sent from one of the store's connections, is no second wake-up; a
-    write through another store (another connection) still wakes them."""
-    other = stores()
-    with Broadcaster(pg_store, poll_s=HOUR, listen_poll_s=HOUR) as b:
-        _until(lambda: b.listening, "the listener")
-        before = b.generation
-        with pg_store.write() as tx:
-            tx.append_event("test.local", ACTOR)
-        assert b.generation == before + 1  # the commit hook, at once
-        with other.write() as tx:
-            tx.append_event("test.other", ACTOR)
-        _until(lambda: b.notes >= 2, "both notifications")
-        assert b.echoes == 1
-        assert b.generation == before + 2  # the hook, and the other store's notification
-
-
 def test_the_listener_reconnects_after_its_backend_is_killed(pg_store: Store) -> None:
     with Broadcaster(pg_store, poll_s=HOUR, listen_poll_s=HOUR, retry_s=0.05) as b:
         _until(lambda: b.listening, "the listener")

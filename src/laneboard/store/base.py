@@ -96,12 +96,6 @@ class Store(abc.ABC):
     def _close_raw(self, raw: Any) -> None:
         raw.close()
 
-    def backend_pids(self) -> frozenset[int]:
-        """The server processes of this store's open connections (PostgreSQL; none
-        elsewhere): a notification one of them sent announces a write of this process,
-        whose commit hooks ran at its commit."""
-        return frozenset()
-
     def _acquire(self) -> Any:
         """A connection for one transaction (pooled; one thread uses it at a time)."""
         with self._plock:

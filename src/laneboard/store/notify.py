@@ -4,9 +4,7 @@ Three sources wake every waiter, and a woken waiter then reads the log itself, s
 spurious wake-up costs one index probe and a missed one at most one poll interval:
 
 * a write committed through this process's ``Store`` (a commit hook; both backends; one
-  whose events are all ``quiet`` types, when the store can tell, wakes nobody); its own
-  notification, sent from one of the store's connections (``Store.backend_pids``),
-  wakes nobody again when it arrives;
+  whose events are all ``quiet`` types, when the store can tell, wakes nobody);
 * on PostgreSQL, a ``NOTIFY`` from any process writing to the same board: every write
   that appends events announces its last event's cursor on the board's channel right
   after it commits (``PostgresStore._commit``), naming its events' types when it can; a
@@ -66,8 +64,6 @@ class Broadcaster:
         self.listening = False
         self.channels: tuple[str, ...] = ()  # what the listener LISTENs on
         self.reconnects = 0
-        self.notes = 0  # notifications received
-        self.echoes = 0  # of them, this process's own writes' (their commit woke already)
         self.backend_pid: int | None = None
         self.last_error: str | None = None
 
@@ -216,10 +212,7 @@ class Broadcaster:
     def _drain(self) -> None:
         while not self._stop.is_set():
             for note in self._raw.notifies(timeout=0.5):
-                self.notes += 1
-                if note.pid in self.store.backend_pids():
-                    self.echoes += 1  # its commit hook here woke the waiters at once
-                elif not self._ignored(str(note.payload)):
+                if not self._ignored(str(note.payload)):
                     self.wake()
 
     def _ignored(self, payload: str) -> bool:

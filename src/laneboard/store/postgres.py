@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -222,9 +221,6 @@ class PostgresStore(Store):
         self._replan_in: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
             weakref.WeakKeyDictionary()
         )
-        # per pooled connection: its server process (``backend_pids``)
-        self._backends: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-        self._backends_lock = threading.Lock()
 
     def notify_channel(self, *, quiet: bool = False) -> str:
         """The channel this board's events are announced on (one per schema), or with
@@ -243,13 +239,7 @@ class PostgresStore(Store):
 
         raw = psycopg.connect(self.url, row_factory=dict_row, autocommit=True)
         self._replan_in[raw] = (REPLAN_FIRST, REPLAN_FIRST)
-        with self._backends_lock:
-            self._backends[raw] = int(raw.info.backend_pid)
         return raw
-
-    def backend_pids(self) -> frozenset[int]:
-        with self._backends_lock:  # a closed one's process may serve another client now
-            return frozenset(pid for raw, pid in self._backends.items() if not raw.closed)
 
     def _acquire(self) -> Any:
         raw = super()._acquire()
