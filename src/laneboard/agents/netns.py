@@ -39,6 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from laneboard.agents import userns
 from laneboard.agents.sandbox import RESOLVER, NetFds, Sandbox, bwrap_argv
 from laneboard.errors import LaneboardError
 
@@ -160,16 +161,24 @@ def _wait_for_loopback(pid: int) -> None:
 
 
 def _attach(slirp: str, pid: int, exit_r: int) -> None:
-    """Give the namespace of ``pid`` its route out; returns once it is up."""
+    """Give the namespace of ``pid`` its route out; returns once it is up. slirp4netns
+    joins the user namespace that owns the network first, when that is not this
+    process's own (bubblewrap run by a user who is not root; ``agents.userns``)."""
+    try:
+        owner = userns.netns_owner(pid)
+    except OSError as exc:
+        raise _unavailable(f"the sandbox's network cannot be read: {exc}") from exc
     ready_r, ready_w = os.pipe()
     argv = [
         slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
-        "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), str(pid), "tap0",
+        "--ready-fd", str(ready_w), "--exit-fd", str(exit_r),
+        *([f"--userns-path=/proc/self/fd/{owner}"] if owner is not None else []),
+        str(pid), "tap0",
     ]  # fmt: skip
     try:
         helper = subprocess.Popen(
             argv,
-            pass_fds=(ready_w, exit_r),
+            pass_fds=(ready_w, exit_r, *([owner] if owner is not None else [])),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -179,6 +188,9 @@ def _attach(slirp: str, pid: int, exit_r: int) -> None:
         os.close(ready_r)
         os.close(ready_w)
         raise _unavailable(f"{slirp} could not run: {exc}") from exc
+    finally:
+        if owner is not None:
+            os.close(owner)
     os.close(ready_w)
     try:
         said = os.read(ready_r, 1) if _readable(ready_r) else b""

@@ -17,14 +17,19 @@ connection it carried.
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import json
 import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
-CLONE_NEWNET = 0x40000000
+from laneboard.agents import userns
+
+HELPER_TIMEOUT_S = 30.0  # the helper binds in a moment; its interpreter starts first
 BACKLOG = 64
 CHUNK = 65536
 MAX_CARRIED = 64  # connections one sandbox may hold at once: each costs two threads here
@@ -34,16 +39,28 @@ INSIDE = (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
 def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, int]]:
     """Listening sockets on each of ``ports`` at the loopback of ``pid``'s network
     namespace, with their ports; raises ``OSError`` when the namespace cannot be entered
-    or a port cannot be bound there (``::1`` is skipped where IPv6 is off)."""
+    or a port cannot be bound there (``::1`` is skipped where IPv6 is off). A network
+    owned by another user namespace (bubblewrap run by a user who is not root) is bound
+    in by a process of its own (``agents.relay_inside``); else by a thread here."""
+    owner = userns.netns_owner(pid)
+    if owner is not None:
+        try:
+            return _bound_by_helper(pid, owner, ports)
+        finally:
+            os.close(owner)
     made: list[tuple[socket.socket, int]] = []
     failed: list[OSError] = []
 
     def enter_and_bind() -> None:  # setns moves this thread only, and it ends here
         try:
-            _enter(pid)
+            net = os.open(userns.net_path(pid), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                userns.enter(net, userns.CLONE_NEWNET, "network")
+            finally:
+                os.close(net)
             for port in ports:
                 for address, family in INSIDE:
-                    sock = _bound(address, family, port)
+                    sock = bound(address, family, port)
                     if sock is not None:
                         made.append((sock, port))
         except OSError as exc:
@@ -59,18 +76,52 @@ def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, i
     return made
 
 
-def _enter(pid: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+Listeners = list[tuple[socket.socket, int]]
+
+
+def _bound_by_helper(pid: int, owner: int, ports: Sequence[int]) -> Listeners:
+    """``listen_inside`` through ``agents.relay_inside``: it joins ``owner`` (the user
+    namespace that owns the network) and the network, binds, and sends the sockets back."""
+    net = os.open(userns.net_path(pid), os.O_RDONLY | os.O_CLOEXEC)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"entering the sandbox's network: {os.strerror(err)}")
+        argv = [sys.executable, "-m", "laneboard.agents.relay_inside",
+                str(owner), str(net), str(theirs.fileno()), *map(str, ports)]  # fmt: skip
+        helper = subprocess.Popen(
+            argv, pass_fds=(owner, net, theirs.fileno()), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
     finally:
-        os.close(fd)
+        os.close(net)
+        theirs.close()
+    try:
+        ours.settimeout(HELPER_TIMEOUT_S)
+        doc, fds, _, _ = socket.recv_fds(ours, 65536, 2 * len(ports))
+    except OSError as exc:
+        helper.kill()
+        raise OSError(exc.errno or 0, f"the relay's helper did not answer: {exc}") from exc
+    finally:
+        ours.close()
+    err = helper.communicate(timeout=HELPER_TIMEOUT_S)[1].decode("utf-8", "replace")
+    return _helpers_answer(doc, [socket.socket(fileno=fd) for fd in fds], err)
 
 
-def _bound(address: str, family: socket.AddressFamily, port: int) -> socket.socket | None:
+def _helpers_answer(doc: bytes, socks: list[socket.socket], err: str) -> Listeners:
+    """The sockets the helper sent, each with its port, or its refusal as ``OSError``."""
+    said: dict[str, Any] = {"error": [0, " ".join(err.split())[-200:] or "no answer"]}
+    with contextlib.suppress(ValueError):
+        if doc:
+            said = dict(json.loads(doc))
+    ports = said.get("ports")
+    if isinstance(ports, list) and len(ports) == len(socks) and "error" not in said:
+        return list(zip(socks, [int(p) for p in ports], strict=True))
+    for sock in socks:
+        sock.close()
+    errno, message = said.get("error") or [0, f"the relay's helper said {doc[:200]!r}"]
+    raise OSError(int(errno), str(message))
+
+
+def bound(address: str, family: socket.AddressFamily, port: int) -> socket.socket | None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         if family == socket.AF_INET6:
