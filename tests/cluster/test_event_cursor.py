@@ -340,6 +340,45 @@ def test_a_cursor_ahead_of_the_log_is_refused_not_followed(stores: Callable[[], 
     assert board.events_after(head)[0] == []  # the end itself is a cursor like any other
 
 
+def test_a_cursor_of_an_event_not_settled_yet_is_refused_for_what_it_is(
+    stores: Callable[[], Store],
+) -> None:
+    """A history read returns committed events that are not settled yet (an older
+    transaction is still open): following from one's cursor could skip what that
+    transaction adds before it, so it is refused, but as what it is, not as a cursor of
+    another board; once the older transaction ends, the same cursor is followed."""
+    long_store, store = stores(), stores()
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite has one writer at a time: every committed event is settled")
+    board = Board(store)
+    opened, release = threading.Event(), threading.Event()
+
+    def long_writer() -> None:
+        with long_store.write() as tx:
+            _append(tx, "test.long", ACTOR)
+            opened.set()
+            assert release.wait(60)
+
+    t = threading.Thread(target=long_writer)
+    t.start()
+    try:
+        assert opened.wait(30)
+        with store.write() as tx:
+            later = _append(tx, "test.later", ACTOR)
+        [event] = [e for e in board.events(later - 1) if e.id == later]
+        with pytest.raises(LaneboardError) as err:
+            board.events_after(event.cursor)
+        assert err.value.code == "BAD_INPUT", err.value.line()
+        assert "not settled yet" in err.value.message, err.value.message
+        assert "another board" not in err.value.message
+        assert "lb events tail" in err.value.fix
+    finally:
+        release.set()
+        t.join(30)
+    _until(lambda: _head(store) > EventCursor(event.xid, event.id), "the event to settle")
+    assert board.events_after(event.cursor)[0] == []  # followed: nothing after it yet
+
+
 def test_new_events_record_their_transaction(stores: Callable[[], Store]) -> None:
     store = stores()
     if store.dialect != "postgresql":

@@ -209,16 +209,30 @@ class EventQueries(Queries):
         no read of this board returned it, and following it would skip every event until
         the log caught up. On PostgreSQL only the transaction id tells (the end is the
         oldest transaction still running, which never moves back); an id is taken as it is
-        within a transaction's events."""
+        within a transaction's events. A cursor of an event of this board that is not
+        settled yet (a history read returns committed events behind an older open
+        transaction) is refused too, for what it is: following from it could miss what
+        that older transaction adds before it."""
         end = self.event_head() if end is None else end
-        if (at.xid > end.xid) if self.pg else (at.id > end.id):
-            raise LaneboardError(
+        if not ((at.xid > end.xid) if self.pg else (at.id > end.id)):
+            return
+        named = "SELECT 1 AS x FROM events WHERE xid = ? AND id = ?"
+        if self.pg and self.one(named, (at.xid, at.id)) is not None:
+            raise LaneboardError(  # a history read returned it: committed, not settled
                 "BAD_INPUT",
-                f"event cursor {at} is ahead of this board's log (its end is {end}): it "
-                "comes from another board or a restored database",
-                "start again from 0, or from the end: the cursor lb events tail --json prints "
-                "(an SSE client: reconnect without Last-Event-ID)",
+                f"event cursor {at} is not settled yet: a transaction older than its event "
+                f"is still open on the server (the log's settled end is {end}), and a "
+                "follower starting there could miss what that transaction adds",
+                "follow from a cursor a follower returned (lb events tail --json prints "
+                "one; an SSE stream's ids are), or try again once that transaction ends",
             )
+        raise LaneboardError(
+            "BAD_INPUT",
+            f"event cursor {at} is ahead of this board's log (its end is {end}): it "
+            "comes from another board or a restored database",
+            "start again from 0, or from the end: the cursor lb events tail --json prints "
+            "(an SSE client: reconnect without Last-Event-ID)",
+        )
 
     def events_tail(
         self,
