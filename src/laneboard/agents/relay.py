@@ -99,6 +99,7 @@ def _bound_by_helper(pid: int, owner: int, ports: Sequence[int]) -> Listeners:
         doc, fds, _, _ = socket.recv_fds(ours, 65536, 2 * len(ports))
     except OSError as exc:
         helper.kill()
+        helper.communicate()  # reaped, its pipe closed
         raise OSError(exc.errno or 0, f"the relay's helper did not answer: {exc}") from exc
     finally:
         ours.close()
