@@ -35,6 +35,34 @@ def _append(tx: Tx, type_: str, actor: Actor) -> int:
     return tx.last_event.id
 
 
+class HeldOpen:
+    """A write transaction on ``store`` that appended one event (``test.long``) and stays
+    open, in a thread of its own, from ``open`` until ``close``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.opened, self.release = threading.Event(), threading.Event()
+        self.event: EventCursor | None = None  # the appended event's position
+        self.thread = threading.Thread(target=self._hold)
+
+    def _hold(self) -> None:
+        with self.store.write() as tx:
+            _append(tx, "test.long", ACTOR)
+            self.event = tx.last_event
+            self.opened.set()
+            assert self.release.wait(60)
+
+    def open(self) -> EventCursor:
+        self.thread.start()
+        assert self.opened.wait(30)
+        assert self.event is not None
+        return self.event
+
+    def close(self) -> None:
+        self.release.set()
+        self.thread.join(30)
+
+
 def _until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Wait for ``cond``; open transactions of other sessions on the server delay it."""
     deadline = time.monotonic() + timeout
@@ -176,20 +204,8 @@ def test_a_long_transaction_holds_followers_until_it_commits(
     long_store, short_store, reader = stores(), stores(), stores()
     pg = reader.dialect == "postgresql"
     start = _head(reader)
-    opened, release = threading.Event(), threading.Event()
-    long_at: list[EventCursor] = []
-
-    def long_writer() -> None:
-        with long_store.write() as tx:
-            _append(tx, "test.long", ACTOR)
-            assert tx.last_event is not None
-            long_at.append(tx.last_event)
-            opened.set()
-            assert release.wait(60)
-
-    t = threading.Thread(target=long_writer)
-    t.start()
-    assert opened.wait(30)
+    held = HeldOpen(long_store)
+    long_at = [held.open()]
     short_ids: list[int] = []
     if pg:  # later transactions commit while the long one stays open
         for _ in range(20):
@@ -202,8 +218,7 @@ def test_a_long_transaction_holds_followers_until_it_commits(
         follower.read_once()
         assert follower.seen == [], "a follower passed an open transaction"
         assert follower.cursor < long_at[0]
-    release.set()
-    t.join(30)
+    held.close()
     if not pg:  # SQLite: the later writes could only start now
         for _ in range(20):
             with short_store.write() as tx:
@@ -351,18 +366,9 @@ def test_a_cursor_of_an_event_not_settled_yet_is_refused_for_what_it_is(
     if store.dialect != "postgresql":
         pytest.skip("SQLite has one writer at a time: every committed event is settled")
     board = Board(store)
-    opened, release = threading.Event(), threading.Event()
-
-    def long_writer() -> None:
-        with long_store.write() as tx:
-            _append(tx, "test.long", ACTOR)
-            opened.set()
-            assert release.wait(60)
-
-    t = threading.Thread(target=long_writer)
-    t.start()
+    held = HeldOpen(long_store)
+    held.open()
     try:
-        assert opened.wait(30)
         with store.write() as tx:
             later = _append(tx, "test.later", ACTOR)
         [event] = [e for e in board.events(later - 1) if e.id == later]
@@ -373,8 +379,7 @@ def test_a_cursor_of_an_event_not_settled_yet_is_refused_for_what_it_is(
         assert "another board" not in err.value.message
         assert "lb events tail" in err.value.fix
     finally:
-        release.set()
-        t.join(30)
+        held.close()
     _until(lambda: _head(store) > EventCursor(event.xid, event.id), "the event to settle")
     assert board.events_after(event.cursor)[0] == []  # followed: nothing after it yet
 
@@ -465,18 +470,9 @@ def test_log_changed_sees_a_write_at_once_and_a_late_commit_later(
     with reader.autocommit() as tx:
         marks = tx.log_marks()
         assert not tx.log_changed(marks)
-    opened, release = threading.Event(), threading.Event()
-
-    def long_writer() -> None:
-        with long_store.write() as tx:
-            _append(tx, "test.long", ACTOR)
-            opened.set()
-            assert release.wait(60)
-
-    t = threading.Thread(target=long_writer)
+    held = HeldOpen(long_store)
     if reader.dialect == "postgresql":  # SQLite has one writer at a time
-        t.start()
-        assert opened.wait(30)
+        held.open()
     with short_store.write() as tx:
         _append(tx, "test.short", ACTOR)
     with reader.autocommit() as tx:
@@ -484,8 +480,7 @@ def test_log_changed_sees_a_write_at_once_and_a_late_commit_later(
         marks = tx.log_marks()
         assert not tx.log_changed(marks)
     if reader.dialect == "postgresql":
-        release.set()
-        t.join(30)
+        held.close()
     else:
         with long_store.write() as tx:
             _append(tx, "test.long", ACTOR)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,31 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (home / ".codex").mkdir()
     (home / ".codex" / "auth.json").write_text('{"key": "user-login"}\n')
     return {"home": home, "repo": repo, "lane": lane, "state": state, "tmp": tmp_path}
+
+
+@pytest.fixture
+def reverser() -> Iterator[int]:
+    """A service on this host's loopback only: it answers each connection with the bytes
+    it was sent, reversed, once the caller has sent them all."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                got = b""
+                while chunk := conn.recv(65536):
+                    got += chunk
+                conn.sendall(got[::-1])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        server.close()

@@ -259,34 +259,6 @@ ECHO_BACK = (
 )
 
 
-@pytest.fixture
-def reverser() -> Iterator[int]:
-    """A service on this host's loopback only: it answers each connection with the bytes
-    it was sent, reversed, once the caller has sent them all."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                got = b""
-                while chunk := conn.recv(65536):
-                    got += chunk
-                conn.sendall(got[::-1])
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        server.close()
-
-
 def relayed(spec: sandbox.SandboxSpec, script: str) -> str:
     out = run_in(spec, script)
     return out.stdout + out.stderr

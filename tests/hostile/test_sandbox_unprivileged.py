@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,34 +95,8 @@ def _unprivileged() -> pwd.struct_passwd:
         pytest.skip("there is no user 'nobody' to run as")
 
 
-@pytest.fixture
-def echo_port() -> Iterator[int]:
-    """A service on this host's loopback that answers each call with what it was sent."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                got = b""
-                while chunk := conn.recv(100):
-                    got += chunk
-                conn.sendall(b"echo:" + got)
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        server.close()
-
-
 def test_a_user_who_is_not_root_gets_the_sandboxs_network_and_its_host_ports(
-    echo_port: int,
+    reverser: int,
 ) -> None:
     user = _unprivileged()
     root = Path(tempfile.mkdtemp(prefix="lb-unpriv-"))
@@ -148,7 +121,7 @@ def test_a_user_who_is_not_root_gets_the_sandboxs_network_and_its_host_ports(
             pytest.skip(f"bwrap cannot run unprivileged here: {check.stderr.strip()[:200]}")
         out = subprocess.run(
             [SYSTEM_PYTHON, "-c", DRIVER, str(root / "work"), str(shutil.which("slirp4netns")),
-             str(echo_port)],
+             str(reverser)],
             user=user.pw_uid, group=user.pw_gid, extra_groups=[], env=env, cwd=root / "work",
             capture_output=True, text=True, timeout=180,
         )  # fmt: skip
@@ -159,8 +132,8 @@ def test_a_user_who_is_not_root_gets_the_sandboxs_network_and_its_host_ports(
     # the network of its own comes up, and the host's loopback stays out of reach
     assert got["isolated"] == {"started": True, "said": "REFUSED ConnectionRefusedError"}, got
     # a named port of the host's loopback is relayed in, with and without a route out
-    assert got["relayed"] == {"started": True, "said": "GOT echo:ping"}, got
-    assert got["none_relayed"] == {"started": True, "said": "GOT echo:ping"}, got
+    assert got["relayed"] == {"started": True, "said": "GOT gnip"}, got
+    assert got["none_relayed"] == {"started": True, "said": "GOT gnip"}, got
 
 
 @pytest.fixture
@@ -185,7 +158,7 @@ def owned_network() -> Iterator[int]:
 
 
 def test_the_relay_binds_inside_a_network_of_another_user_namespace_by_a_helper(
-    owned_network: int, echo_port: int
+    owned_network: int, reverser: int
 ) -> None:
     """The listeners are made by ``relay_inside`` in its own process and passed back:
     bound in the sandbox's network (a connection made there reaches them), not here."""
@@ -194,16 +167,16 @@ def test_the_relay_binds_inside_a_network_of_another_user_namespace_by_a_helper(
     owner = userns.netns_owner(owned_network)
     assert owner is not None  # not this process's user namespace: the helper's way
     os.close(owner)
-    listeners = relay.listen_inside(owned_network, [echo_port])
+    listeners = relay.listen_inside(owned_network, [reverser])
     try:
-        assert listeners and {port for _, port in listeners} == {echo_port}
-        # here, on this host's loopback, the port is the echo service's, not a listener's
+        assert listeners and {port for _, port in listeners} == {reverser}
+        # here, on this host's loopback, the port is the reverser's, not a listener's
         for sock, _ in listeners:
-            assert sock.getsockname()[1] == echo_port
+            assert sock.getsockname()[1] == reverser
         inside = subprocess.run(
             ["nsenter", "-t", str(owned_network), "-U", "-n", "--preserve-credentials",
              "python3", "-c", "import socket, sys; s = socket.create_connection(('127.0.0.1', "
-             "int(sys.argv[1])), 5); print('CONNECTED')", str(echo_port)],
+             "int(sys.argv[1])), 5); print('CONNECTED')", str(reverser)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "CONNECTED" in inside.stdout, inside.stderr

@@ -34,9 +34,10 @@ BACKLOG = 64
 CHUNK = 65536
 MAX_CARRIED = 64  # connections one sandbox may hold at once: each costs two threads here
 INSIDE = (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
+Listeners = list[tuple[socket.socket, int]]  # each listening socket with its port
 
 
-def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, int]]:
+def listen_inside(pid: int, ports: Sequence[int]) -> Listeners:
     """Listening sockets on each of ``ports`` at the loopback of ``pid``'s network
     namespace, with their ports; raises ``OSError`` when the namespace cannot be entered
     or a port cannot be bound there (``::1`` is skipped where IPv6 is off). A network
@@ -48,7 +49,7 @@ def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, i
             return _bound_by_helper(pid, owner, ports)
         finally:
             os.close(owner)
-    made: list[tuple[socket.socket, int]] = []
+    made: Listeners = []
     failed: list[OSError] = []
 
     def enter_and_bind() -> None:  # setns moves this thread only, and it ends here
@@ -74,9 +75,6 @@ def listen_inside(pid: int, ports: Sequence[int]) -> list[tuple[socket.socket, i
             sock.close()
         raise failed[0]
     return made
-
-
-Listeners = list[tuple[socket.socket, int]]
 
 
 def _bound_by_helper(pid: int, owner: int, ports: Sequence[int]) -> Listeners:

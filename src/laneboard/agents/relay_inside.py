@@ -19,16 +19,14 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from laneboard.agents.relay import INSIDE, bound
+from laneboard.agents.relay import INSIDE, Listeners, bound
 from laneboard.agents.userns import CLONE_NEWNET, CLONE_NEWUSER, enter
 
 
-def bind_inside(
-    userns_fd: int, netns_fd: int, ports: Sequence[int]
-) -> list[tuple[socket.socket, int]]:
+def bind_inside(userns_fd: int, netns_fd: int, ports: Sequence[int]) -> Listeners:
     enter(userns_fd, CLONE_NEWUSER, "user namespace")
     enter(netns_fd, CLONE_NEWNET, "network")
-    made: list[tuple[socket.socket, int]] = []
+    made: Listeners = []
     for port in ports:
         for address, family in INSIDE:
             sock = bound(address, family, port)
