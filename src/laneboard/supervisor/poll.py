@@ -284,6 +284,8 @@ def _dispatch(
             )
     except LaneboardError as err:
         rt.log.info("poll", f"claim refused: {err.message}", card=card.ref)
+        if isinstance(rt.admitter, LaneAdmitter):
+            rt.admitter.abandon(card)  # what the admission made here is the winner's to make
         if err.code == "CLAIM_CONFLICT":
             res.lost += 1
         return False

@@ -67,7 +67,10 @@ class Runtime:
         )
         if self.admitter is None:
             self.admitter = LaneAdmitter(
-                self.board, warn=lambda msg: self.log.warn("lanes", msg), clones=self.clones
+                self.board,
+                warn=lambda msg: self.log.warn("lanes", msg),
+                clones=self.clones,
+                machine=self.machine,  # the name its lanes are recorded and cleaned under
             )
         for rid in self.config.worker_roles:
             self.roles.setdefault(rid, Role(rid, "", ("worker",), rid))

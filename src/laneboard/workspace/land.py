@@ -26,6 +26,7 @@ from laneboard.workspace.lanes import (
     Lane,
     all_lanes,
     delivered_commit,
+    drop_lane_record,
     lane_or_latest,
     lanes_actor,
     publish,
@@ -539,14 +540,7 @@ def sweep_lanes(
                 rechecks.kept("sweep", lane.id)
             continue
         with store.write() as tx:
-            tx.delete_lane(lane.id)
-            tx.append_event(
-                "lane.dropped",
-                lanes_actor(),
-                card_id=lane.card_id,
-                project_id=lane.project_id,
-                payload={"branch": lane.branch, "path": lane.path, "round": lane.round},
-            )
+            drop_lane_record(tx, lane)
         dropped.append({"lane": lane.branch, "path": lane.path, "card_id": lane.card_id})
     return dropped
 

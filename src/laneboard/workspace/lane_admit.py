@@ -31,6 +31,7 @@ from laneboard.workspace.lanes import (
     Lane,
     conflict_to_resolve,
     delivered_commit,
+    drop_lane_record,
     lane_for,
     lane_name,
     make_lane,
@@ -250,15 +251,10 @@ class LaneAdmitter:
     def _drop_stale(self, repo: str, slot: str) -> None:
         """Remove a leftover lane of a clone that holds nothing of its own (clean, every
         commit in the clone); anything else is moved aside, never lost."""
-        try:
-            clean = g.is_checkout(slot) and not g.status_lines(slot)
-            head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out
-            if clean and head.strip() and g.resolves(repo, head.strip()):
-                shutil.rmtree(slot)
-                return
-        except g.GitError:
-            pass  # a lane git cannot read is not known to be empty: it is kept, moved aside
-        self._move_aside(slot)
+        if _only_admitted(repo, slot):
+            shutil.rmtree(slot)
+        else:
+            self._move_aside(slot)
 
     def _move_aside(self, slot: str) -> None:
         stamp = self.store.clock.now_ms()
@@ -318,6 +314,35 @@ class LaneAdmitter:
         ):
             tx.refresh_lane(cur.id, mine.repo, mine.path, mine.branch, mine.base,
                             mine.base_commit, mine.machine)  # fmt: skip
+
+    def abandon(self, card: Card) -> None:
+        """After a claim this machine lost: the lane it admitted for the card's round in
+        its clone of a remote is removed, when it holds nothing but what the admission
+        made, and so is the lane record when it still names that lane (the machine that
+        won records its own lane; a review it runs in the reviewed round's lane records
+        none). Without this, every card another machine won would leave a checkout here
+        that no pass ever cleans. A lane holding anything else is left as it is."""
+        mine = self._mine.pop(card.id, None)
+        if mine is None or mine.round != card.delivery_round or not rm.is_clone(mine.repo):
+            return
+        with self.store.write() as tx:
+            cur = lane_for(tx, card.id, mine.round)
+            if cur is not None and (cur.path, cur.machine) == (mine.path, self.machine):
+                drop_lane_record(tx, cur, reason="claim lost")
+        if _only_admitted(mine.repo, mine.path):
+            shutil.rmtree(mine.path, ignore_errors=True)
+
+
+def _only_admitted(repo: str, slot: str) -> bool:
+    """Whether the lane at ``slot`` holds nothing of its own: a clean checkout whose head
+    is a commit of ``repo`` (the admission's brief is not part of its status)."""
+    try:
+        if not (os.path.isdir(slot) and g.is_checkout(slot)) or g.status_lines(slot):
+            return False
+        head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out.strip()
+        return bool(head) and g.resolves(repo, head)
+    except g.GitError:
+        return False
 
 
 def _fork_point(repo: str, slot: str, base: str) -> str:

@@ -142,6 +142,18 @@ def terminal_lanes(tx: Tx, card_id: int | None = None) -> list[Lane]:
     return [_lane(r) for r in tx.terminal_lane_rows(card_id)]
 
 
+def drop_lane_record(tx: Tx, lane: Lane, **why: Any) -> None:
+    """Delete a lane's record, with its ``lane.dropped`` event (``why``: more of its payload)."""
+    tx.delete_lane(lane.id)
+    tx.append_event(
+        "lane.dropped",
+        lanes_actor(),
+        card_id=lane.card_id,
+        project_id=lane.project_id,
+        payload={"branch": lane.branch, "path": lane.path, "round": lane.round, **why},
+    )
+
+
 def record_lane(
     tx: Tx,
     card: Card,
