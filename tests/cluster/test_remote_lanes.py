@@ -372,3 +372,39 @@ def test_a_machines_lane_record_is_not_swept_by_another_machine(
     assert len(sweep_lanes(store, clones=str(root), machine="a")) == 1
     with store.read() as tx:
         assert lane_for(tx, mine.id, 1) is None
+
+
+def test_a_review_lane_is_cleaned_when_the_review_ends_before_the_work_lands(
+    store: Store, tmp_path: Path
+) -> None:
+    """A review run on another machine than the reviewed round has a lane of its own, at the
+    round's commit: nothing of its own to land. A rejected review ends before that round is
+    on the remote's base (a later round lands it, or none does); its lane is cleaned at once,
+    not kept as unmerged work — the work is the reviewed card's, on its own lane branch."""
+    from laneboard.workspace.land import cleanup_terminal
+
+    bare, _ = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    card, lane = claimed_on(b, b_clones, acceptance_mode="off")
+    commit_file(lane, "feature.txt", "new\n", "the work")
+    deliver(b, card)  # verified on b: lane/P-1 pushed
+    head = git(bare, "rev-parse", "refs/heads/lane/P-1")
+    review = a.create_card(
+        ME, "P", "review P-1", acceptance_mode="off", meta={"review_of": card.id, "review_round": 1}
+    )
+    with store.read() as tx:
+        worked = lane_for(tx, card.id, 1)
+    assert worked is not None
+    admitter = LaneAdmitter(a, clones=a_clones, fetch_within_s=0)
+    review_lane = admitter.admit_review(review, a.project("P"), worked)
+    a.claim(ME, review.ref, holder="reviewer")
+    a.move(ME, review.ref, "canceled")  # the review ended; P-1 goes on to another round
+
+    got = cleanup_terminal(store, clones=a_clones)
+
+    assert [x["action"] for x in got] == ["cleaned"], got
+    assert not os.path.exists(review_lane)
+    assert git(bare, "rev-parse", "refs/heads/lane/P-1") == head, "the work's branch stays"
+    assert os.path.isdir(lane), "b's lane of the work is b's"

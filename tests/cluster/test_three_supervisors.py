@@ -167,6 +167,8 @@ def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         _until(lambda: len(set(_listeners(schema)) - set(before)) >= 2, "the listeners reconnected")
         _until(lambda: _done(store, refs) == CARDS, f"all {CARDS} cards done")
+        live = [h for h in hosts if h.name != "host2"]
+        _until(lambda: not any(_lanes_left(h) for h in live), "the live hosts' lanes cleaned")
     finally:
         for h in hosts:
             h.stop()
@@ -179,6 +181,13 @@ def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
             assert {r["outcome"] for r in got} == {"interrupted"}
         assert tx.scalar("SELECT count(*) FROM turns WHERE outcome = 'running'") == 0
     store.close()
+
+
+def _lanes_left(host: Host) -> list[str]:
+    """The lane checkouts in a host's clone: none once its cards are done and cleaned, and
+    none of a card another host won (its lane, made before a claim it lost, is removed)."""
+    root = Path(host.env["XDG_STATE_HOME"], "laneboard", "clones", "C", ".worktrees")
+    return sorted(os.listdir(root)) if root.is_dir() else []
 
 
 def _running_turns(store: Store, machine: str) -> list[int]:

@@ -23,6 +23,7 @@ from laneboard.store import Store
 from laneboard.store.tx import Tx
 from laneboard.workspace import git as g
 from laneboard.workspace.lanes import (
+    LANE_PREFIX,
     Lane,
     all_lanes,
     delivered_commit,
@@ -465,6 +466,8 @@ def _cleanup(store: Store, lane: Lane, remote: bool = False) -> dict[str, Any]:
             return out
         into = rm.tracking(target) if remote else "HEAD"  # a clone: the remote's base
         has_branch = g.branch_exists(lane.repo, lane.branch)
+        if remote and (held := _held_by_its_base(lane, into, has_branch)) is not None:
+            into, target = rm.tracking(held), held
         if has_branch and not g.is_ancestor(lane.repo, f"refs/heads/{lane.branch}", into):
             out["reason"] = f"{lane.branch} holds work not merged into {target}"
             return out
@@ -492,6 +495,30 @@ def _cleanup(store: Store, lane: Lane, remote: bool = False) -> dict[str, Any]:
         )
     out["action"] = "cleaned"
     return out
+
+
+def _held_by_its_base(lane: Lane, into: str, has_branch: bool) -> str | None:
+    """The lane branch a lane of a clone started from, when the remote's copy of it holds
+    everything in the lane (its tree's head and its branch) and the remote's base does not:
+    a review's lane, at the reviewed round's commit, or a round that added nothing. Such a
+    lane holds no work of its own, whatever becomes of the branch it started from."""
+    from laneboard.workspace import remote as rm
+
+    if not lane.base.startswith(LANE_PREFIX):
+        return None
+    held = rm.tracking(lane.base)
+    if not g.resolves(lane.repo, held):
+        return None
+    tips = [f"refs/heads/{lane.branch}"] if has_branch else []
+    if g.is_checkout(lane.path):
+        if g.status_lines(lane.path):
+            return None  # uncommitted changes: remove_tree says so
+        tips.append(g.commit_of(lane.path, "HEAD"))
+    if not tips or not all(g.resolves(lane.repo, t) for t in tips):
+        return None
+    if all(g.is_ancestor(lane.repo, t, into) for t in tips):
+        return None  # merged into the base: cleaned as any lane
+    return lane.base if all(g.is_ancestor(lane.repo, t, held) for t in tips) else None
 
 
 def _keep_runtime_files(lane: Lane) -> None:
