@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from tests.cluster.test_passes_failover import Hosts
 from tests.cluster.test_remote_lanes import bare_remote
-from tests.workspace.helpers import ME, commit_file, deliver
+from tests.workspace.helpers import ME, commit_file, deliver, git
 
 from laneboard.board.service import Board
 from laneboard.domain.model import Card
-from laneboard.supervisor import poll
+from laneboard.supervisor import poll, records
+from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.lanes import lane_for
 
@@ -121,3 +122,62 @@ def test_a_review_lane_made_for_a_claim_lost_to_the_reviewed_lanes_machine_is_re
     assert _slots(a) == []
     with a.store.read() as tx:
         assert lane_for(tx, review.id, 1) is None, "a's review lane record outlived its claim"
+
+
+def _take_over(a: Runtime, b: Runtime, board: Board, card: Card) -> str:
+    """``a`` claims the card and makes its lane; the card goes back to todo (``a`` was
+    fenced: its handoff closed) and ``b`` claims it with a lane of its own. Returns ``a``'s
+    lane."""
+    assert poll.poll(a).claimed == [card.ref]
+    with a.store.read() as tx:
+        mine = lane_for(tx, card.id, 1)
+    assert mine is not None and mine.machine == "a"
+    with a.store.write() as tx:
+        a_rows = records.queue_rows(tx, machine="a")
+        for row in a_rows:
+            records.set_row(tx, row.id, state="done")
+    board.move(ME, card.ref, "todo")
+    assert poll.poll(b).claimed == [card.ref]
+    return mine.path
+
+
+def test_a_fenced_hosts_clean_lane_of_a_card_taken_over_is_removed_by_its_cleanup(
+    cluster: tuple[Runtime, Runtime, Board],
+) -> None:
+    """A host that comes back after its card was taken over finds the lane it made for it
+    named by no record: its cleanup pass removes it when it holds nothing of its own, and
+    leaves one that holds work where it is."""
+    a, b, board = cluster
+    first = board.create_card(ME, "P", "first", assignee="worker")
+    clean = _take_over(a, b, board, first)
+    second = board.create_card(ME, "P", "second", assignee="worker")
+    held = _take_over(a, b, board, second)
+    Path(held, "half.txt").write_text("half done\n")  # the killed agent's work in progress
+
+    result = ticks.PASSES["cleanup"](a, False)
+
+    assert not os.path.exists(clean)
+    assert Path(held, "half.txt").read_text() == "half done\n"
+    got = sorted((o["path"], o["action"]) for o in result["orphans"])
+    assert got == sorted([(clean, "removed"), (held, "kept")])
+    assert _slots(b) == ["P-1", "P-2"], "b's lanes are b's"
+
+
+def test_the_sweep_leaves_a_lane_a_live_handoff_runs_in_and_a_worktree_added_by_hand(
+    cluster: tuple[Runtime, Runtime, Board],
+) -> None:
+    a, b, board = cluster
+    card = board.create_card(ME, "P", "first", assignee="worker")
+    running = _take_over(a, b, board, card)
+    with a.store.write() as tx:  # a handoff of a's still runs there (whatever its card says)
+        (theirs,) = records.queue_rows(tx, machine="b")
+        records.set_row(tx, theirs.id, state="done")
+        (row,) = records.queue_rows(tx, machine="a", states=("done",))
+        records.set_row(tx, row.id, state="processing")
+    clone = Path(a.clones, "P")
+    git(clone, "worktree", "add", "-q", "-b", "mine", str(clone / ".worktrees" / "mine"))
+
+    result = ticks.PASSES["cleanup"](a, False)
+
+    assert result["orphans"] == []
+    assert os.path.isdir(running) and _slots(a) == ["P-1", "mine"]

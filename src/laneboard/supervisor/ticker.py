@@ -93,6 +93,7 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
         return {"dry_run": True}
     from laneboard.workspace.land import cleanup_terminal, sweep_lanes
     from laneboard.workspace.lanes import lanes_and_ended
+    from laneboard.workspace.orphans import sweep_orphans
 
     with rt.store.autocommit() as tx:  # one read for both: every lane, and the ended ones
         every, ended = lanes_and_ended(tx)
@@ -110,10 +111,24 @@ def _cleanup_pass(rt: Runtime, dry_run: bool) -> dict[str, Any]:
     )
     for c in cleaned:
         rt.log.info("lanes", "lane cleaned", lane=c.get("lane"))
+    orphans = sweep_orphans(rt.clones, rt.machine, every, lambda: _handoff_dirs(rt), rechecks)
+    for o in orphans:
+        if o["action"] == "removed":
+            rt.log.info("lanes", "lane no record names removed", path=o["path"])
+        else:
+            rt.log.warn("lanes", f"lane kept: {o['reason']}", path=o["path"])
     pruned = session_files.prune(rt)
     for ref in pruned:
         rt.log.info("lanes", "session files pruned", card=ref)
-    return {"cleaned": cleaned, "swept": swept, "pruned": pruned}
+    return {"cleaned": cleaned, "swept": swept, "orphans": orphans, "pruned": pruned}
+
+
+def _handoff_dirs(rt: Runtime) -> list[str]:
+    """The directories this machine's live handoffs run in."""
+    from laneboard.supervisor import records
+
+    with rt.store.autocommit() as tx:
+        return [row.target_dir for row in records.queue_rows(tx, machine=rt.machine)]
 
 
 def _lanes_idle(rt: Runtime) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from laneboard.workspace.lanes import (
     conflict_to_resolve,
     delivered_commit,
     drop_lane_record,
+    holds_nothing_of_its_own,
     lane_for,
     lane_name,
     make_lane,
@@ -251,7 +252,7 @@ class LaneAdmitter:
     def _drop_stale(self, repo: str, slot: str) -> None:
         """Remove a leftover lane of a clone that holds nothing of its own (clean, every
         commit in the clone); anything else is moved aside, never lost."""
-        if _only_admitted(repo, slot):
+        if holds_nothing_of_its_own(repo, slot):
             shutil.rmtree(slot)
         else:
             self._move_aside(slot)
@@ -329,20 +330,8 @@ class LaneAdmitter:
             cur = lane_for(tx, card.id, mine.round)
             if cur is not None and (cur.path, cur.machine) == (mine.path, self.machine):
                 drop_lane_record(tx, cur, reason="claim lost")
-        if _only_admitted(mine.repo, mine.path):
+        if holds_nothing_of_its_own(mine.repo, mine.path):
             shutil.rmtree(mine.path, ignore_errors=True)
-
-
-def _only_admitted(repo: str, slot: str) -> bool:
-    """Whether the lane at ``slot`` holds nothing of its own: a clean checkout whose head
-    is a commit of ``repo`` (the admission's brief is not part of its status)."""
-    try:
-        if not (os.path.isdir(slot) and g.is_checkout(slot)) or g.status_lines(slot):
-            return False
-        head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out.strip()
-        return bool(head) and g.resolves(repo, head)
-    except g.GitError:
-        return False
 
 
 def _fork_point(repo: str, slot: str, base: str) -> str:

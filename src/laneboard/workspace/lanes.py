@@ -279,6 +279,19 @@ def publish_delivery(store: Store, card: Card) -> str | None:
     return commit
 
 
+def holds_nothing_of_its_own(repo: str, slot: str) -> bool:
+    """Whether the lane at ``slot`` holds nothing of its own: a clean checkout whose head
+    is a commit of ``repo`` (a brief or check logs under ``.laneboard/`` are not part of its
+    status). Such a lane may be removed: nothing in it is lost."""
+    try:
+        if not (os.path.isdir(slot) and g.is_checkout(slot)) or g.status_lines(slot):
+            return False
+        head = g.git(slot, "rev-parse", "--verify", "--quiet", "HEAD", check=False).out.strip()
+        return bool(head) and g.resolves(repo, head)
+    except g.GitError:
+        return False
+
+
 def remove_tree(lane: Lane, into: str = "HEAD") -> str | None:
     """Delete a lane's directory when everything in it is merged into the user's current
     branch (``into``) and nothing is uncommitted; else say why not (unmerged work is never
