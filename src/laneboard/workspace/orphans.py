@@ -55,7 +55,9 @@ def sweep_orphans(
             continue
         if rechecks is not None:
             rechecks.kept(ORPHAN, os.stat(slot).st_ino, LANE_RECHECK_MS)
-        out.append({"path": slot, "action": "kept", "reason": "it holds work no lane names"})
+        out.append({"path": slot, "action": "kept", "reason": (
+            f"it holds work no lane names; see it (git -C {slot} status), then remove it"
+        )})  # fmt: skip
     return out
 
 
