@@ -22,7 +22,7 @@ from laneboard.domain.clock import HOUR_MS
 from laneboard.domain.model import Card, CardKind, CommentKind
 from laneboard.domain.runs import CLAIMING
 from laneboard.errors import LaneboardError
-from laneboard.supervisor import boundary, director, instances, records
+from laneboard.supervisor import admission_alerts, boundary, director, instances, records
 from laneboard.supervisor.alerts import clear_alert, raise_alert
 from laneboard.supervisor.holds import place_hold
 from laneboard.supervisor.outcomes import dispatch_backoff_ms
@@ -39,6 +39,9 @@ SPREAD = 2  # after a lost claim: the next candidates its budget covers, and thi
 _rng = random.Random()  # are taken in a random order
 HOLD_AT = 5
 BASE_BACKOFF_MS = 30_000
+# a failure of a card's project, not the card (its remote cannot be fetched, its settings
+# file is broken): counted toward no card; the poll tries again this long after
+PROJECT_RETRY_MS = 30_000
 
 
 @dataclass
@@ -56,6 +59,9 @@ class PollResult:
     # when the first card passed over for a backoff may be tried again (epoch ms): the
     # next tick is due then (no news would wake the loop for it)
     retry_at: int | None = None
+    # projects whose failure (not a card's) deferred a card this pass: project id -> why;
+    # their other cards wait without another try
+    failing: dict[int, str] = field(default_factory=dict)
 
     def retry_from(self, at: int) -> None:
         self.retry_at = at if self.retry_at is None else min(self.retry_at, at)
@@ -170,6 +176,10 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             res.deferred.append({"card": card.ref, "reason": "dispatch backoff", "counted": False})
             res.retry_from(now + wait)
             continue
+        if card.project_id in res.failing:
+            why = res.failing[card.project_id]
+            res.deferred.append({"card": card.ref, "reason": why, "counted": False})
+            continue
         if card.project_id not in caps:  # a project's settings are resolved once a pass
             caps[card.project_id] = project_cap(cfg, projects.get(card.project_id))
         if per_project.get(card.project_id, 0) >= caps[card.project_id]:
@@ -239,8 +249,14 @@ def _dispatch(
         write_brief(target, card)
     except (AdmissionError, OSError) as exc:
         scoped = not isinstance(exc, AdmissionError) or exc.card_scoped
+        if not scoped:  # the project's failure: its other cards wait without a try
+            res.failing[card.project_id] = str(exc)
+            res.retry_from(rt.now() + PROJECT_RETRY_MS)
+            if project is not None:
+                admission_alerts.failing(rt, project, str(exc), PROJECT_RETRY_MS // 1000)
         _defer(rt, card.id, card.ref, str(exc), scoped, res)
         return False
+    admission_alerts.admitted(rt, project)
     try:
         with rt.store.write() as tx:
             new = rt.board.claim_in(tx, rt.actor, card.id, role, None)

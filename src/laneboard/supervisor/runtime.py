@@ -49,6 +49,9 @@ class Runtime:
     # how far this machine's clock is ahead of the database server's (ms), as last measured
     # (``cluster.declared``, at each beat): failover compares heartbeats in server time
     clock_offset_ms: int = 0
+    # project id -> whether this machine raised its project_admission alert (absent: not
+    # known since the start; ``admission_alerts``)
+    project_alerts: dict[int, bool] = field(default_factory=dict)
     # when the lanes the clean-up and the sweep kept, and the landings the lanes pass was
     # refused, are looked at again (``land.LaneRechecks``)
     lane_rechecks: LaneRechecks = field(init=False)

@@ -40,7 +40,12 @@ class GitResult:
         return self.code == 0
 
     def detail(self) -> str:
+        """git's reason: its first ``fatal:`` or ``error:`` line (the advice after it, such as
+        "Please make sure you have the correct access rights", says less), else its last."""
         text = (self.err.strip() or self.out.strip()).splitlines()
+        for line in text:
+            if line.startswith(("fatal: ", "error: ")):
+                return line
         return text[-1] if text else f"exit {self.code}"
 
 

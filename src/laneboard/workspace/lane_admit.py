@@ -116,10 +116,8 @@ class LaneAdmitter:
     def _admit_remote(self, card: Card, project: Project) -> str:
         """A lane in this machine's clone of the remote, from the remote's base."""
         clone = rm.clone_dir(self.clones, project)
+        repo = self._clone(project, clone, self.fetch_within_s)
         try:
-            declared = self.settings(replace(project, path=clone)).get("base_ref")
-            repo = rm.ensure_clone(self.clones, project, str(declared) if declared else None,
-                                   fresh_s=self.fetch_within_s)  # fmt: skip
             cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
             lane = self._lane(card, project, repo, cfg, remote=True)
         except g.GitError as exc:
@@ -135,10 +133,8 @@ class LaneAdmitter:
     def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
         """A review of a lane another machine ran, on this machine: a lane of the review card
         in this machine's clone, at the round's verified commit as pushed to the remote."""
+        repo = self._clone(project, rm.clone_dir(self.clones, project), 0.0)
         try:
-            declared = self.settings(replace(project, path=rm.clone_dir(self.clones, project)))
-            base = declared.get("base_ref")
-            repo = rm.ensure_clone(self.clones, project, str(base) if base else None)
             commit = delivered_commit(self.store, reviewed.card_id, reviewed.round)
             if commit is None and g.resolves(repo, rm.tracking(reviewed.branch)):
                 commit = g.commit_of(repo, rm.tracking(reviewed.branch))
@@ -162,6 +158,28 @@ class LaneAdmitter:
         except g.GitError as exc:
             raise AdmissionError(
                 f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
+            ) from None
+
+    def _clone(self, project: Project, clone: str, fresh_s: float) -> str:
+        """This machine's clone of the project's remote, fetched (``remote.ensure_clone``).
+        A remote that cannot be cloned or fetched, or has no base to start from, is the
+        project's failure, not a card's: it is not counted toward any card's bound."""
+        try:
+            declared = self.settings(replace(project, path=clone)).get("base_ref")
+            return rm.ensure_clone(
+                self.clones, project, str(declared) if declared else None, fresh_s=fresh_s
+            )
+        except g.GitError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s remote {project.remote}: {exc}",
+                card_scoped=False,
+                code="WORKSPACE_ERROR",
+            ) from None
+        except OSError as exc:
+            raise AdmissionError(
+                f"project {project.key}'s clone {clone}: {exc}",
+                card_scoped=False,
+                code="WORKSPACE_ERROR",
             ) from None
 
     @contextmanager

@@ -1,0 +1,79 @@
+"""A project's remote that cannot be fetched is the project's problem, not each card's.
+
+Before, every ready card of the project counted the failure toward its own bound: within
+a minute of an outage (two machines retrying at once) each was held ``blocked`` for a
+person, and each poll pass ran one failing fetch per card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.cluster.test_passes_failover import Hosts
+from tests.cluster.test_remote_lanes import bare_remote
+from tests.workspace.helpers import ME
+
+from laneboard.domain.status import Status
+from laneboard.supervisor import alerts, poll
+from laneboard.supervisor.runtime import Runtime
+from laneboard.workspace import remote as rm
+from laneboard.workspace.lane_admit import LaneAdmitter
+
+KEY = "project_admission|P|a"
+
+
+@pytest.fixture
+def host(pg_url: str, tmp_path: Path) -> Iterator[tuple[Runtime, Path]]:
+    hosts = Hosts(pg_url, tmp_path)
+    try:
+        a = hosts.runtime("a")
+        assert isinstance(a.admitter, LaneAdmitter)
+        a.admitter.fetch_within_s = 0  # every admission fetches (no fetch a second ago counts)
+        bare, _ = bare_remote(tmp_path)
+        a.board.add_project(ME, "P", remote=str(bare))
+        yield a, bare
+    finally:
+        hosts.close()
+
+
+def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_once(
+    host: tuple[Runtime, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, bare = host
+    first = a.board.create_card(ME, "P", "before", assignee="worker")
+    assert poll.poll(a).claimed == [first.ref]  # this machine's clone exists
+    away = bare.with_name("moved.git")
+    bare.rename(away)
+    refs = [a.board.create_card(ME, "P", f"card {i}", assignee="worker").ref for i in range(3)]
+    fetches: list[str] = []
+    real_fetch = rm.fetch
+
+    def counted(clone: str) -> None:
+        fetches.append(clone)
+        real_fetch(clone)
+
+    monkeypatch.setattr(rm, "fetch", counted)
+
+    for _ in range(6):  # more than the bound a card's own failures are held at
+        res = poll.poll(a)
+        assert res.claimed == []
+        assert {d["card"] for d in res.deferred} == set(refs)
+        assert not any(d["counted"] for d in res.deferred), res.deferred
+        assert res.retry_at is not None and res.retry_at - a.now() <= poll.PROJECT_RETRY_MS
+    assert len(fetches) == 6, "one fetch per pass, not one per card"
+    for ref in refs:
+        card = a.board.get(ref)
+        assert card.status is Status.TODO and not card.meta.get("hold_reason"), ref
+    with a.store.read() as tx:
+        assert tx.scalar("SELECT count(*) FROM deferrals") == 0
+        raised = alerts.alert(tx, KEY)
+    assert raised is not None and "moved" not in str(raised.payload)
+    assert str(bare) in str(raised.payload["detail"])
+    assert "does not appear to be a git repository" in str(raised.payload["detail"])
+
+    away.rename(bare)  # the remote is back
+    assert sorted(poll.poll(a).claimed) == sorted(refs)
+    with a.store.read() as tx:
+        assert alerts.alert(tx, KEY) is None, "the alert outlived the outage"
