@@ -80,6 +80,8 @@ def test_a_lane_made_for_a_claim_lost_to_another_machine_is_removed(
         rec = lane_for(tx, card.id, 1)
     assert rec is not None and rec.machine == "b" and rec.path.startswith(b.clones)
     assert os.path.isdir(rec.path) and _slots(b) == ["P-1"]
+    said = Path(a.log.path).read_text()
+    assert 'msg="claim lost: claimed meanwhile, most often by another supervisor"' in said
 
 
 def test_a_lost_claims_lane_holding_anything_else_is_left_as_it_is(

@@ -299,7 +299,11 @@ def _dispatch(
                 },
             )
     except LaneboardError as err:
-        rt.log.info("poll", f"claim refused: {err.message}", card=card.ref)
+        if err.code == "CLAIM_CONFLICT":  # the supervisors of a cluster claim under one name
+            rt.log.info("poll", "claim lost: claimed meanwhile, most often by another "
+                        "supervisor", card=card.ref, refusal=err.message)  # fmt: skip
+        else:
+            rt.log.info("poll", f"claim refused: {err.message}", card=card.ref)
         if isinstance(rt.admitter, LaneAdmitter):
             rt.admitter.abandon(card)  # what the admission made here is the winner's to make
         if err.code == "CLAIM_CONFLICT":
