@@ -209,7 +209,9 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             budget -= 1
             continue
         lost = res.lost
-        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res, read_at):
+        was_deferred = card.id in deferred
+        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res, read_at,
+                     was_deferred):  # fmt: skip
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
         elif res.lost > lost:
@@ -231,8 +233,10 @@ class Projects(NamedTuple):
 
 def _dispatch(
     rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult,
-    read_at: int,
+    read_at: int, was_deferred: bool = False,
 ) -> bool:  # fmt: skip
+    """Admit, claim and enqueue one candidate; False when it was not. ``was_deferred``: the
+    card's admission failed before (its deferral and admission alert end with the claim)."""
     card = cand.card
     project = projects.by_id.get(card.project_id)
     if rt.now() - read_at >= REREAD_MS and _moved_since(rt, card):
@@ -284,6 +288,8 @@ def _dispatch(
                     "CONFLICT", f"{card.ref} already has a live handoff", "nothing to do"
                 )
             records.clear_deferral(tx, card.id)
+            if was_deferred:  # its admission alert, if any, is over: a next one is sent
+                clear_alert(tx, f"admission|{card.ref}")
             tx.append_event(
                 "dispatch.enqueued",
                 rt.actor,
