@@ -287,8 +287,8 @@ def _dispatch(
                 raise LaneboardError(
                     "CONFLICT", f"{card.ref} already has a live handoff", "nothing to do"
                 )
-            records.clear_deferral(tx, card.id)
-            if was_deferred:  # its admission alert, if any, is over: a next one is sent
+            if was_deferred:  # its deferral ends, and its admission alert: a next one is sent
+                records.clear_deferral(tx, card.id)
                 clear_alert(tx, f"admission|{card.ref}")
             tx.append_event(
                 "dispatch.enqueued",
