@@ -18,6 +18,7 @@ from tests.workspace.helpers import ME
 from laneboard.domain.status import Status
 from laneboard.supervisor import alerts, poll
 from laneboard.supervisor.runtime import Runtime
+from laneboard.supervisor.status import status_report
 from laneboard.workspace import remote as rm
 from laneboard.workspace.lane_admit import LaneAdmitter
 
@@ -72,8 +73,12 @@ def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_o
     assert raised is not None and "moved" not in str(raised.payload)
     assert str(bare) in str(raised.payload["detail"])
     assert "does not appear to be a git repository" in str(raised.payload["detail"])
+    health = status_report(a.store, machine="a")["health"]
+    assert health["state"] == "degraded"
+    assert any("machine a cannot prepare cards of P" in r for r in health["reasons"]), health
 
     away.rename(bare)  # the remote is back
     assert sorted(poll.poll(a).claimed) == sorted(refs)
     with a.store.read() as tx:
         assert alerts.alert(tx, KEY) is None, "the alert outlived the outage"
+    assert status_report(a.store, machine="a")["projects_failing"] == []

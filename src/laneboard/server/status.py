@@ -26,7 +26,8 @@ def doctor(store: Store) -> dict[str, Any]:
 def health(store: Store) -> tuple[int, dict[str, Any]]:
     """``/healthz``: 200 ``ok`` when the store answers and nothing is degraded; 503
     ``degraded`` with the reasons (a stuck supervisor, a failing pass, a degraded or
-    failing run), or 503 ``down`` when the store does not answer."""
+    failing run, a project whose cards a machine cannot prepare), or 503 ``down`` when the
+    store does not answer."""
     body: dict[str, Any] = {}
     try:
         version = store.schema_version()

@@ -10,10 +10,10 @@ first admission of the project that succeeds on that machine clears it.
 from __future__ import annotations
 
 from laneboard.domain.model import Project
-from laneboard.supervisor.alerts import clear_alert, raise_alert
+from laneboard.supervisor.alerts import PROJECT_ADMISSION, clear_alert, raise_alert
 from laneboard.supervisor.runtime import Runtime
 
-ALERT = "project_admission"
+ALERT = PROJECT_ADMISSION
 
 
 def key(project: Project, machine: str) -> str:

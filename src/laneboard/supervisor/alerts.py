@@ -23,6 +23,11 @@ KEY_MAX = 300
 STATE_MAX = 500
 
 
+# a project whose cards a machine cannot prepare (``admission_alerts``); ``lb status`` shows
+# them while they last
+PROJECT_ADMISSION = "project_admission"
+
+
 @dataclass(frozen=True)
 class AlertRecord:
     dedup_key: str

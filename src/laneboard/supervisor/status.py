@@ -28,9 +28,26 @@ def run_summary(tx: Any) -> dict[str, Any]:
 STUCK = frozenset({"wedged", "unresponsive"})
 
 
+def _projects_failing(tx: Any) -> list[dict[str, Any]]:
+    """The projects whose cards a machine cannot prepare now (``admission_alerts``)."""
+    from laneboard.supervisor.alerts import PROJECT_ADMISSION, alerts
+
+    return [
+        {
+            "project": a.payload.get("project"),
+            "machine": a.payload.get("machine"),
+            "since": iso(a.first_at),
+            "detail": a.payload.get("detail"),
+            "fix": a.payload.get("fix"),
+        }
+        for a in alerts(tx, prefix=PROJECT_ADMISSION + "|")
+    ]
+
+
 def health_of(report: dict[str, Any]) -> dict[str, Any]:
     """ok, or degraded with the reasons: a wedged or unresponsive supervisor, a pass that
-    failed in the last tick, a run marked degraded or failing its ticks."""
+    failed in the last tick, a project whose cards a machine cannot prepare, a run marked
+    degraded or failing its ticks."""
     reasons: list[str] = []
     sup = report.get("supervisor") or {}
     if sup.get("state") in STUCK:
@@ -40,6 +57,8 @@ def health_of(report: dict[str, Any]) -> dict[str, Any]:
         for name, out in sorted((last.get("passes") or {}).items()):
             if isinstance(out, dict) and out.get("error"):
                 reasons.append(f"the {name} pass failed: {out['error']}")
+    for item in report.get("projects_failing") or []:
+        reasons.append(f"{item['detail']} (since {item['since']})")
     runs = report.get("runs") or {}
     seen: set[int] = set()
     for item in runs.get("failing", []):
@@ -85,6 +104,7 @@ def status_report(
             for d in deferred
         ]
         runs = run_summary(tx)
+        failing = _projects_failing(tx)
     info: dict[str, Any] = json.loads(row["info"]) if row else {}
     next_tick = info.get("next_tick_at")
     report: dict[str, Any] = {
@@ -99,6 +119,7 @@ def status_report(
         "queue": {"counts": counts, "live": live_rows},
         "sessions": sess,
         "deferrals": defs,
+        "projects_failing": failing,
         "config": {
             "max_concurrency": cfg.max_concurrency,
             "project_concurrency": cfg.per_project,
