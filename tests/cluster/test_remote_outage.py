@@ -82,3 +82,35 @@ def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_o
     with a.store.read() as tx:
         assert alerts.alert(tx, KEY) is None, "the alert outlived the outage"
     assert status_report(a.store, machine="a")["projects_failing"] == []
+
+
+def test_a_machine_without_a_projects_directory_never_counts_against_its_cards(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Only a machine that has a path project's checkout admits its cards: another machine's
+    failing admissions neither back a card off nor hold it. Alone, the machine says the
+    directory is missing as a health reason; beside another machine's supervisor (which may
+    hold the checkout), it only lists it."""
+    hosts = Hosts(pg_url, tmp_path)
+    try:
+        a = hosts.runtime("a")
+        where = tmp_path / "elsewhere"
+        a.board.add_project(ME, "D", path=str(where))  # not on this machine
+        card = a.board.create_card(ME, "D", "in a plain directory", assignee="worker")
+        for _ in range(6):  # more than the bound a card's own failures are held at
+            res = poll.poll(a)
+            assert res.claimed == [] and not any(d["counted"] for d in res.deferred)
+        assert a.board.get(card.ref).status is Status.TODO
+        with a.store.read() as tx:
+            assert tx.scalar("SELECT count(*) FROM deferrals") == 0
+        alone = status_report(a.store, machine="a")
+        assert [p["code"] for p in alone["projects_failing"]] == ["PROJECT_DIR_MISSING"]
+        assert alone["health"]["state"] == "degraded", alone["health"]
+        hosts.runtime("b")  # another machine's supervisor runs: D may live there
+        beside = status_report(a.store, machine="a")
+        assert beside["projects_failing"] and beside["health"]["state"] == "ok", beside["health"]
+        where.mkdir()  # the checkout is here now
+        assert poll.poll(a).claimed == [card.ref]
+        assert status_report(a.store, machine="a")["projects_failing"] == []
+    finally:
+        hosts.close()

@@ -84,3 +84,27 @@ def count_calls(monkeypatch: Any, obj: Any, name: str) -> list[int]:
 
     monkeypatch.setattr(obj, name, counted)
     return calls
+
+
+def unadmittable_project(tmp: Path, name: str = "occupied") -> Path:
+    """A git project whose cards' lane slots are taken (``occupy_slot``): a failure of
+    the card's own, counted toward its bound (a missing directory is the project's)."""
+    import subprocess
+
+    repo = tmp / name
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com",
+                        "-c", "user.name=T", *args], check=True)  # fmt: skip
+    return repo
+
+
+def occupy_slot(repo: Path, ref: str) -> None:
+    """Put a checkout of another branch where the card's lane would go."""
+    import subprocess
+
+    slot = repo / ".worktrees" / ref
+    slot.mkdir(parents=True)
+    for args in (["init", "-q", "-b", "other"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", "-C", str(slot), "-c", "user.email=t@example.com",
+                        "-c", "user.name=T", *args], check=True)  # fmt: skip

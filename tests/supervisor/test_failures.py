@@ -26,7 +26,15 @@ from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.logs import LogFile
 from laneboard.supervisor.runtime import Runtime
 
-from .helpers import RealNowClock, Running, config, settled, wait_for
+from .helpers import (
+    RealNowClock,
+    Running,
+    config,
+    occupy_slot,
+    settled,
+    unadmittable_project,
+    wait_for,
+)
 
 
 def _setup(url: str, tmp: Path, clock: Any, key: str = "F") -> tuple[Store, Board, Path]:
@@ -117,16 +125,18 @@ def test_dispatch_failure_releases_at_once_and_holds_at_the_third(
 
 
 def _nowhere(url: str, tmp: Path, fillers: int = 0) -> tuple[Any, Store, Board, str, Runtime]:
-    """A board whose one todo card cannot be admitted (its project's directory is missing),
-    ``fillers`` backlog cards before it, and a runtime that polls it: (clock, store, board,
-    the card's ref, runtime)."""
+    """A board whose one todo card cannot be admitted (its lane's slot is taken: the card's
+    own failure), ``fillers`` backlog cards before it, and a runtime that polls it: (clock,
+    store, board, the card's ref, runtime)."""
     clock = RealNowClock()
     store = open_store(url, clock)
     board = Board(store)
-    board.add_project(human(), "G", path=str(tmp / "missing"))
+    repo = unadmittable_project(tmp)
+    board.add_project(human(), "G", path=str(repo))
     for i in range(fillers):
         board.create_card(human(), "G", f"filler {i}", status="backlog")
     ref = board.create_card(human(), "G", "nowhere to run").ref
+    occupy_slot(repo, ref)
     rt = Runtime(store, config(tmp), "m", LogFile(str(tmp / "log")), pool_alive=lambda: True)
     return clock, store, board, ref, rt
 

@@ -21,7 +21,15 @@ from laneboard.supervisor.patrol import PATROL_ACTOR, PatrolSettings
 from laneboard.supervisor.pool import Pool
 from laneboard.supervisor.runtime import Runtime
 
-from .helpers import RealNowClock, Running, config, settled, wait_for
+from .helpers import (
+    RealNowClock,
+    Running,
+    config,
+    occupy_slot,
+    settled,
+    unadmittable_project,
+    wait_for,
+)
 
 
 def _runtime(store: Store, tmp: Path, sink: Path | None = None) -> Runtime:
@@ -213,8 +221,10 @@ def test_the_third_admission_failure_says_so_and_alerts(store_url: str, tmp_path
     clock = RealNowClock()
     store = open_store(store_url, clock)
     board = Board(store)
-    board.add_project(human(), "G", path=str(tmp_path / "missing"))
+    repo = unadmittable_project(tmp_path)
+    board.add_project(human(), "G", path=str(repo))
     ref = board.create_card(human(), "G", "nowhere to run").ref
+    occupy_slot(repo, ref)
     rt = _runtime(store, tmp_path)
     for n in range(1, 4):
         assert poll(rt).deferred[0]["failures"] == n

@@ -20,9 +20,11 @@ def key(project: Project, machine: str) -> str:
     return f"{ALERT}|{project.key}|{machine}"
 
 
-def failing(rt: Runtime, project: Project, why: str, retry_s: int) -> None:
-    """Raise the project's alert on this machine (once per state: ``raise_alert``)."""
-    what = "its remote" if project.remote else "its settings"
+def failing(rt: Runtime, project: Project, why: str, code: str, retry_s: int) -> None:
+    """Raise the project's alert on this machine (once per state: ``raise_alert``).
+    ``code``: the admission's error code (``PROJECT_DIR_MISSING``: the project's checkout
+    is not on this machine, as in a cluster where it lives on another)."""
+    what = "its remote" if project.remote else "its settings or its directory"
     with rt.store.write() as tx:
         raise_alert(
             tx,
@@ -31,6 +33,7 @@ def failing(rt: Runtime, project: Project, why: str, retry_s: int) -> None:
             "warning",
             {
                 "alert": "project_admission_failing",
+                "code": code,
                 "project": project.key,
                 "machine": rt.machine,
                 "detail": f"machine {rt.machine} cannot prepare cards of {project.key}: {why}",

@@ -257,7 +257,8 @@ def _dispatch(
             res.failing[card.project_id] = str(exc)
             res.retry_from(rt.now() + PROJECT_RETRY_MS)
             if project is not None:
-                admission_alerts.failing(rt, project, str(exc), PROJECT_RETRY_MS // 1000)
+                code = exc.code if isinstance(exc, AdmissionError) else "WORKSPACE_ERROR"
+                admission_alerts.failing(rt, project, str(exc), code, PROJECT_RETRY_MS // 1000)
         _defer(rt, card.id, card.ref, str(exc), scoped, res)
         return False
     admission_alerts.admitted(rt, project)

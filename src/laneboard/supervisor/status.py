@@ -26,6 +26,9 @@ def run_summary(tx: Any) -> dict[str, Any]:
 
 
 STUCK = frozenset({"wedged", "unresponsive"})
+# a project's directory missing on a machine: no health reason while another machine's
+# supervisor runs (only a machine with the checkout admits a path project's cards)
+HOSTED_ELSEWHERE = "PROJECT_DIR_MISSING"
 
 
 def _projects_failing(tx: Any) -> list[dict[str, Any]]:
@@ -37,6 +40,7 @@ def _projects_failing(tx: Any) -> list[dict[str, Any]]:
             "project": a.payload.get("project"),
             "machine": a.payload.get("machine"),
             "since": iso(a.first_at),
+            "code": a.payload.get("code"),
             "detail": a.payload.get("detail"),
             "fix": a.payload.get("fix"),
         }
@@ -57,7 +61,10 @@ def health_of(report: dict[str, Any]) -> dict[str, Any]:
         for name, out in sorted((last.get("passes") or {}).items()):
             if isinstance(out, dict) and out.get("error"):
                 reasons.append(f"the {name} pass failed: {out['error']}")
+    elsewhere = {str(i.get("machine")) for i in report.get("instances") or []}
     for item in report.get("projects_failing") or []:
+        if item.get("code") == HOSTED_ELSEWHERE and elsewhere - {str(item.get("machine"))}:
+            continue  # a cluster: the project's checkout may live on one of the others
         reasons.append(f"{item['detail']} (since {item['since']})")
     runs = report.get("runs") or {}
     seen: set[int] = set()

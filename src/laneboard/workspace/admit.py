@@ -21,14 +21,25 @@ class Admitter(Protocol):
     def admit(self, card: Card, project: Project) -> str: ...
 
 
+def project_dir(project: Project) -> str:
+    """The project's directory on this machine. None, or one that is not here, is the
+    project's failure (not counted toward any card): in a cluster its checkout may live
+    on another machine."""
+    if not project.path:
+        raise AdmissionError(
+            f"project {project.key} has no directory", card_scoped=False, code="PROJECT_UNMAPPED"
+        )
+    if not os.path.isdir(project.path):
+        raise AdmissionError(
+            f"project directory {project.path} does not exist",
+            card_scoped=False,
+            code="PROJECT_DIR_MISSING",
+        )
+    return project.path
+
+
 class DirectoryAdmitter:
     """Runs the card in the project's directory (no lane)."""
 
     def admit(self, card: Card, project: Project) -> str:
-        if not project.path:
-            raise AdmissionError(f"project {project.key} has no directory", code="PROJECT_UNMAPPED")
-        if not os.path.isdir(project.path):
-            raise AdmissionError(
-                f"project directory {project.path} does not exist", code="PROJECT_DIR_MISSING"
-            )
-        return project.path
+        return project_dir(project)

@@ -24,7 +24,7 @@ from laneboard.store import Store
 from laneboard.store.tx import Tx
 from laneboard.workspace import git as g
 from laneboard.workspace import remote as rm
-from laneboard.workspace.admit import AdmissionError
+from laneboard.workspace.admit import AdmissionError, project_dir
 from laneboard.workspace.lanes import (
     LANE_PREFIX,
     WORKTREES,
@@ -88,20 +88,15 @@ class LaneAdmitter:
     def admit(self, card: Card, project: Project) -> str:
         if project.remote:
             return self._admit_remote(card, project)
-        if not project.path:
-            raise AdmissionError(f"project {project.key} has no directory", code="PROJECT_UNMAPPED")
-        if not os.path.isdir(project.path):
-            raise AdmissionError(
-                f"project directory {project.path} does not exist", code="PROJECT_DIR_MISSING"
-            )
+        path = project_dir(project)
         cfg = self.settings(project)
         if str(cfg.get("workspace", "lanes")) == "shared":
             self._warn_shared(card, project)
-            return project.path
+            return path
         try:
-            repo = self.primary_checkout(project.path)
+            repo = self.primary_checkout(path)
             if repo is None:
-                return project.path  # not a git project: the card runs in place
+                return path  # not a git project: the card runs in place
             lane = self._lane(card, project, repo, cfg)
         except g.GitError as exc:
             raise AdmissionError(str(exc), code="WORKSPACE_ERROR") from None
@@ -109,7 +104,7 @@ class LaneAdmitter:
             raise AdmissionError(
                 f"cannot prepare the lane: {exc}", code="WORKSPACE_ERROR"
             ) from None
-        target = lane.target_dir(project.path)
+        target = lane.target_dir(path)
         os.makedirs(target, exist_ok=True)
         return target
 
