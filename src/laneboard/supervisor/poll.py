@@ -288,8 +288,8 @@ def _dispatch(
                 raise LaneboardError(
                     "CONFLICT", f"{card.ref} already has a live handoff", "nothing to do"
                 )
-            if was_deferred:  # its deferral ends, and its admission alert: a next one is sent
-                records.clear_deferral(tx, card.id)
+            records.clear_deferral(tx, card.id)  # even one another machine wrote just now
+            if was_deferred:  # its admission alert, if any, is over: a next one is sent
                 clear_alert(tx, f"admission|{card.ref}")
             tx.append_event(
                 "dispatch.enqueued",
