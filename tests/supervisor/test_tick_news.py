@@ -184,6 +184,34 @@ def test_a_local_write_of_noise_wakes_no_quiet_broadcaster(store_url: str) -> No
         store.close()
 
 
+def test_a_one_statement_write_of_noise_wakes_no_quiet_broadcaster(store_url: str) -> None:
+    """A claim (``card.claimed``) and, on PostgreSQL, a transcript flush (``turn.output``)
+    are one statement each that names its event's type: in process as on the channel,
+    they do not wake the supervisor's loop; a move does."""
+    from laneboard.domain.model import agent
+    from laneboard.store.notify import Broadcaster
+    from laneboard.store.transcript_sql import append_output
+
+    store = open_store(store_url)
+    board = Board(store)
+    me = human("t")
+    board.add_project(me, "P")
+    first = board.create_card(me, "P", "one", status="todo")
+    b = Broadcaster(store, listen=False, quiet=loop.NOISE).start()
+    try:
+        seen = b.generation
+        board.claim_next(agent("w"), include_unassigned=True)
+        assert b.generation == seen
+        if store.dialect == "postgresql":
+            append_output(store, agent("w"), first, 1, [(1, 1, {"type": "text", "text": "x"})])
+            assert b.generation == seen
+        board.move(agent("w"), first.ref, "blocked")
+        assert b.generation != seen
+    finally:
+        b.close()
+        store.close()
+
+
 def test_every_machine_cleans_its_own_lanes_while_another_runs_the_cluster_passes(
     sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

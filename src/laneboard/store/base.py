@@ -41,6 +41,13 @@ def unstorable(detail: str) -> LaneboardError:
     )
 
 
+def named_types(types: str) -> frozenset[str] | None:
+    """The event types a one-statement write names (comma-separated; '': not known), as
+    the typed commit hooks hear them: a quiet listener is not woken by a write of only
+    types it ignores, in process as on the channel."""
+    return frozenset(types.split(",")) if types else None
+
+
 def event_of(got: Sequence[Row]) -> EventCursor | None:
     """The event a ``write_statement`` wrote, from its rows' ``event_xid`` and ``event_id``."""
     if not got or "event_id" not in got[0]:
@@ -192,7 +199,7 @@ class Store(abc.ABC):
         with self._transaction(True) as conn:
             got = conn.execute(sql, params)
             conn.notify = bool(got) and announce
-        self._announce(event_of(got))
+        self._announce(event_of(got), named_types(types))
         return got
 
     def add_commit_hook(self, hook: Callable[[EventCursor], None]) -> None:

@@ -322,7 +322,7 @@ class PostgresStore(Store):
         """
         import psycopg
 
-        from laneboard.store.base import event_of
+        from laneboard.store.base import event_of, named_types
 
         raw = self._acquire()
         try:
@@ -335,10 +335,10 @@ class PostgresStore(Store):
                 _simple(raw, self._notify_sql(raw, types))
             except psycopg.Error:
                 self._release(raw, broken=True)
-                self._announce(event_of(got))
+                self._announce(event_of(got), named_types(types))
                 return got
         self._release(raw)
-        self._announce(event_of(got))
+        self._announce(event_of(got), named_types(types))
         return got
 
     def _send_notify(self, types: str) -> None:

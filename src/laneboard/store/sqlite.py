@@ -13,6 +13,8 @@ from laneboard.errors import LaneboardError
 from laneboard.secrets import scrub_params
 from laneboard.store.base import Conn, IntegrityError, Row, Store, event_of, unstorable
 
+CLAIMED = frozenset({"card.claimed"})  # what a claim statement's trigger writes
+
 BUSY_TIMEOUT_MS = 30_000  # LANEBOARD_BUSY_TIMEOUT (seconds) overrides it
 
 
@@ -188,7 +190,7 @@ class SQLiteStore(Store):
             if raw.fired is None:  # never expected: the trigger is made before each claim
                 raise RuntimeError("the claim's event was not written")
             got[0]["event_id"], got[0]["event_xid"] = raw.fired, 0
-            self._announce(event_of(got))
+            self._announce(event_of(got), CLAIMED)
         return got
 
     def _wrap(self, raw: sqlite3.Connection) -> _SqliteConn:
