@@ -492,3 +492,56 @@ def test_log_changed_sees_a_write_at_once_and_a_late_commit_later(
     _until(changed, "the late commit to count")  # it sorts first, and still counts
     with reader.autocommit() as tx:
         assert not tx.log_changed(tx.log_marks())
+
+
+def test_events_seen_while_an_older_transaction_was_open_are_not_news_again(
+    stores: Callable[[], Store],
+) -> None:
+    """An older transaction (here one that writes no event, as any session on the server
+    may hold) keeps a committed event unsettled; once it ends, that event is settled but
+    not new: the marks taken after it was seen report nothing, so a loop does not tick
+    again for it."""
+    writer, reader = stores(), stores()
+    if reader.dialect != "postgresql":
+        pytest.skip("SQLite has one writer at a time: every committed event is settled")
+    import psycopg
+
+    from laneboard.store.postgres import PostgresStore
+
+    assert isinstance(reader, PostgresStore)
+    with psycopg.connect(reader.url) as older:
+        older.execute("SELECT pg_current_xact_id()")  # holds an id: the watermark stays
+        with writer.write() as tx:
+            _append(tx, "test.short", ACTOR)
+        with reader.autocommit() as tx:
+            marks = tx.log_marks()
+            assert not tx.log_changed(marks)
+            _, types = tx.log_news(marks)
+            assert types == set()
+        older.rollback()
+    with reader.autocommit() as tx:
+        assert not tx.log_changed(marks)
+        _, types = tx.log_news(marks)
+        assert types == set()
+
+
+def test_log_news_names_a_late_commit_of_a_transaction_open_at_the_marks(
+    stores: Callable[[], Store],
+) -> None:
+    """The other half: an event of a transaction that was open when the marks were read
+    sorts before what was seen since, and is news once it commits."""
+    long_store, short_store, reader = stores(), stores(), stores()
+    if reader.dialect != "postgresql":
+        pytest.skip("SQLite has one writer at a time: commits cannot be reordered")
+    held = HeldOpen(long_store)
+    held.open()
+    with short_store.write() as tx:
+        _append(tx, "test.short", ACTOR)
+    with reader.autocommit() as tx:
+        marks, types = tx.log_news(tx.log_marks())
+        assert types == set()
+    held.close()
+    with reader.autocommit() as tx:
+        marks, types = tx.log_news(marks)
+        assert types == {"test.long"}
+        assert tx.log_news(marks)[1] == set()

@@ -49,3 +49,16 @@ def parse_cursor(value: str | int | EventCursor) -> EventCursor | int:
         xid, _, eid = text.partition(".")
         return EventCursor(_part(xid, text), _part(eid, text))
     return _part(text, text)
+
+
+@dataclass(frozen=True)
+class LogMarks:
+    """What a reader that only asks "what happened since" remembers of the log: the last
+    event it could see, and the transactions still open then (PostgreSQL's snapshot;
+    none on SQLite). Everything logged since is an event after ``last`` or one written
+    by an ``open`` transaction: a transaction that began later writes after ``last``,
+    and one that had committed was seen. An event seen once is never news again, even
+    when an older transaction kept it unsettled."""
+
+    last: EventCursor
+    open: tuple[int, ...] = ()

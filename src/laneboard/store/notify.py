@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from laneboard.domain.cursor import EventCursor, parse_cursor
+from laneboard.domain.cursor import EventCursor, LogMarks, parse_cursor
 from laneboard.store.base import Store
 from laneboard.store.quiet import QUIET_TYPES
 
@@ -134,7 +134,7 @@ class Broadcaster:
 
         return self._wait(probe, timeout)
 
-    def wait_changed(self, marks: tuple[EventCursor, EventCursor], timeout: float) -> bool:
+    def wait_changed(self, marks: LogMarks, timeout: float) -> bool:
         """Block until anything is logged after ``marks`` (``Tx.log_marks``), in any order:
         for a loop that only needs to know that something happened."""
 

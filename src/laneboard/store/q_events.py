@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from laneboard.domain.cursor import START, EventCursor
+from laneboard.domain.cursor import START, EventCursor, LogMarks
 from laneboard.domain.model import Actor, Event
 from laneboard.errors import LaneboardError
 from laneboard.store import rows
@@ -25,10 +25,17 @@ from laneboard.store.q_base import Queries
 from laneboard.store.rows import dumps
 
 WATERMARK = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# the transactions open in the statement's snapshot (``LogMarks.open``)
+OPEN_XIDS = "ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())::text::bigint)"
 EVENT_COLUMNS = "at, type, card_id, project_id, run_id, actor, actor_kind, payload"
 INSERT_EVENT = (
     f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, xid"
 )
+
+
+def _xids(value: Any) -> tuple[int, ...]:
+    """The open transactions' ids of an ``OPEN_XIDS`` column, in order."""
+    return tuple(sorted(int(x) for x in value or ()))
 
 
 def _filters(
@@ -278,63 +285,59 @@ class EventQueries(Queries):
             return self.one(sql, (at.xid, at.id)) is not None
         return self.one("SELECT 1 AS x FROM events WHERE id > ? LIMIT 1", (at.id,)) is not None
 
-    def log_marks(self) -> tuple[EventCursor, EventCursor]:
-        """(the settled head, the last committed event): what ``log_changed`` compares."""
+    def log_marks(self) -> LogMarks:
+        """The last event committed and, on PostgreSQL, the transactions still open:
+        what ``log_changed`` and ``log_news`` compare."""
         if not self.pg:
-            head = self._settled(self.max_event_id())
-            return head, head
+            return LogMarks(EventCursor(0, int(self.max_event_id() or 0)))
         row = self.one(
-            f"SELECT {WATERMARK} AS mark, e.xid, e.id FROM (SELECT 1) o LEFT JOIN LATERAL "
+            f"SELECT {OPEN_XIDS} AS open, e.xid, e.id FROM (SELECT 1) o LEFT JOIN LATERAL "
             "(SELECT xid, id FROM events ORDER BY xid DESC, id DESC LIMIT 1) e ON true"
         )
         assert row is not None
         last = EventCursor(int(row["xid"] or 0), int(row["id"] or 0))
-        return self._settled(row["mark"]), last
+        return LogMarks(last, _xids(row["open"]))
 
-    def log_changed(self, marks: tuple[EventCursor, EventCursor]) -> bool:
+    def log_changed(self, marks: LogMarks) -> bool:
         """Whether anything was logged since ``log_marks()`` returned ``marks``: an event
-        committed after the last one seen, or one settled after the head (a transaction
-        that was still open then). For "did anything happen", not for reading in order:
-        it does not wait for older transactions to finish."""
-        head, last = marks
+        after the last one seen, or one of a transaction that was still open then (it
+        sorts before what was seen since). For "did anything happen", not for reading in
+        order: it does not wait for older transactions to finish."""
         if not self.pg:
-            return self.has_events_after(head)
+            return self.has_events_after(marks.last)
         row = self.one(
-            "SELECT EXISTS (SELECT 1 FROM events WHERE (xid, id) > (?, ?)) AS fresh, "
-            "EXISTS (SELECT 1 FROM events WHERE (xid, id) > (?, ?) "
-            f"AND xid < {WATERMARK}) AS settled",
-            (last.xid, last.id, head.xid, head.id),
+            "SELECT EXISTS (SELECT 1 FROM events WHERE (xid, id) > (?, ?)) "
+            "OR EXISTS (SELECT 1 FROM events WHERE xid = ANY(?::bigint[])) AS changed",
+            (marks.last.xid, marks.last.id, list(marks.open)),
         )
         assert row is not None
-        return bool(row["fresh"]) or bool(row["settled"])
+        return bool(row["changed"])
 
-    def log_news(
-        self, marks: tuple[EventCursor, EventCursor], limit: int = 200
-    ) -> tuple[tuple[EventCursor, EventCursor], set[str] | None]:
+    def log_news(self, marks: LogMarks, limit: int = 200) -> tuple[LogMarks, set[str] | None]:
         """What ``log_changed`` looks at, in one statement: the marks now and the types
         of the events logged since ``marks`` (None: more than ``limit`` of them, read
-        ``log_marks`` again). An event seen before may be named again, never one missed:
-        the marks are those of the statement's own snapshot."""
-        head, last = marks
+        ``log_marks`` again). No event is named twice, none is missed: the new marks
+        are those of the statement's own snapshot."""
+        last = marks.last
         if not self.pg:
             got = self.all(
-                "SELECT id, type FROM events WHERE id > ? ORDER BY id LIMIT ?", (head.id, limit)
+                "SELECT id, type FROM events WHERE id > ? ORDER BY id LIMIT ?", (last.id, limit)
             )
             if len(got) >= limit:
                 return self.log_marks(), None
-            top = EventCursor(0, int(got[-1]["id"])) if got else head
-            return (top, top), {str(r["type"]) for r in got}
+            top = EventCursor(0, int(got[-1]["id"])) if got else last
+            return LogMarks(top), {str(r["type"]) for r in got}
         got = self.all(
-            f"SELECT {WATERMARK} AS mark, e.xid, e.id, e.type FROM (SELECT 1) o LEFT JOIN "
-            "LATERAL (SELECT xid, id, type FROM events WHERE (xid, id) > (?, ?) OR "
-            f"((xid, id) > (?, ?) AND xid < {WATERMARK}) ORDER BY xid, id LIMIT ?) e ON true",
-            (last.xid, last.id, head.xid, head.id, limit),
+            f"SELECT {OPEN_XIDS} AS open, e.xid, e.id, e.type FROM (SELECT 1) o LEFT JOIN "
+            "LATERAL (SELECT xid, id, type FROM events WHERE (xid, id) > (?, ?) "
+            "OR xid = ANY(?::bigint[]) ORDER BY xid, id LIMIT ?) e ON true",
+            (last.xid, last.id, list(marks.open), limit),
         )
         if len(got) >= limit:
             return self.log_marks(), None
         seen = [EventCursor(int(r["xid"]), int(r["id"])) for r in got if r["id"] is not None]
         types = {str(r["type"]) for r in got if r["id"] is not None}
-        return (max(head, self._settled(got[0]["mark"])), max([last, *seen])), types
+        return LogMarks(max([last, *seen]), _xids(got[0]["open"])), types
 
     def event_backlog(self, cursor: EventCursor) -> tuple[bool, bool]:
         """(a settled event lies after ``cursor``, a committed one not yet settled does)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from laneboard.domain.cursor import EventCursor
+from laneboard.domain.cursor import LogMarks
 from laneboard.store.notify import Broadcaster, WakingEvent
 from laneboard.store.quiet import QUIET_TYPES
 from laneboard.supervisor import cluster, instances, notifier
@@ -50,7 +50,7 @@ STOP_REQUESTED = "turn.stop_requested"  # ``lb card stop``: the pool reads it on
 class LoopState:
     """What the supervisor's loop carries from one round to the next."""
 
-    marks: tuple[EventCursor, EventCursor]  # the log's marks as last read
+    marks: LogMarks  # the log's marks as last read
     next_extra: dict[str, int]  # when each extra clock is due (ms)
     next_beat: int = 0
     next_ping: int = 0
@@ -320,9 +320,7 @@ class Supervisor:
         except Exception as exc:  # the store is away: the next pulse tries again
             self.rt.log.warn("supervisor", f"heartbeat failed: {type(exc).__name__}: {exc}")
 
-    def _news(
-        self, marks: tuple[EventCursor, EventCursor]
-    ) -> tuple[tuple[EventCursor, EventCursor], set[str] | None]:
+    def _news(self, marks: LogMarks) -> tuple[LogMarks, set[str] | None]:
         """The log's marks now and the types logged since ``marks`` that some pass acts
         on (empty: nothing, or only ``NOISE``; None: too much to tell, every pass runs)."""
         with self.rt.store.autocommit() as tx:

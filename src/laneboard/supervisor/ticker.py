@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.domain.cursor import EventCursor
+from laneboard.domain.cursor import LogMarks
 from laneboard.supervisor import cluster, leases, notifier, patrol, poll, session_files, workflow
 from laneboard.supervisor.runtime import Runtime
 
@@ -200,7 +200,7 @@ class Ticker:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.last_marks: tuple[EventCursor, EventCursor] | None = None
+        self.last_marks: LogMarks | None = None
         self.waits_on_rows = False  # the last poll left a card waiting for a queue row to close
         self.queued = False  # the last tick's poll queued handoff rows (the pool drains them)
         self.next_due_ms = 0
@@ -240,7 +240,7 @@ class Ticker:
         """One tick. ``news``: the event types that woke it (None: every pass runs)."""
         rt = self.rt
         started = time.perf_counter()
-        marks: tuple[EventCursor, EventCursor] | None = None
+        marks: LogMarks | None = None
         changed = bool(news)  # woken by news: the caller has read the log just now
         if not changed:
             with rt.store.autocommit() as tx:
