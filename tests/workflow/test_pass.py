@@ -208,6 +208,34 @@ def board_alerts(board: Board) -> list[dict[str, object]]:
     return [e.payload for e in board.events(limit=10_000) if e.type == "alert"]
 
 
+def test_the_runtimes_record_of_a_lane_head_is_no_command_anchor(
+    board: Board, store: Store, tmp_path: Path
+) -> None:
+    """A review run in a lane of its own (on another machine than the reviewed work) is
+    verified as a delivery, and its report gains the runtime's record of the lane's head.
+    That record is no command the reviewer ran: an APPROVE with nothing else is as
+    unsupported as in the reviewed lane, whichever machine ran the review."""
+    from laneboard.domain.model import Evidence
+
+    key = project(board, tmp_path)
+    rt = runtime(store, tmp_path)
+    card = delivered(board, key)
+    run(rt)
+    rev = review_card(board, card)
+    head = Evidence(
+        "git rev-parse HEAD",
+        0,
+        "git:" + "ab" * 20,
+        f"lane/{rev.ref} at abababababab, 0 path(s) changed since lane/{card.ref}",
+    )
+    verdict(board, rev, "VERDICT: APPROVE\nfine", evidence=[head])
+    out = run(rt)
+    assert outcomes(out) == [("reopen_review", "review reopened (1/2)")]
+    assert board.get(card.ref).status.value == "in_review"
+    verdict(board, rev, "VERDICT: APPROVE\nfine\n$ make test", evidence=[head])
+    assert [a for a, _ in outcomes(run(rt))] == ["approve"]
+
+
 def test_five_rejections_hold_after_round_four_and_a_hold_is_an_epoch(
     board: Board, store: Store, tmp_path: Path
 ) -> None:

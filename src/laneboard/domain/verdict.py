@@ -18,12 +18,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneboard.domain.model import Criterion
+from laneboard.domain.model import Criterion, Evidence
 
 APPROVE = "APPROVE"
 REJECT = "REJECT"
 UNREADABLE = "verdict_unreadable"
 UNSUPPORTED = "verdict_unsupported"
+# the runtime's record of a verified lane's head, added to a delivery's evidence
+# (``workspace.verify``): no command a reviewer ran, so never a verdict's anchor
+LANE_HEAD = "git rev-parse HEAD"
 
 FINDINGS_MAX = 8000  # characters of findings kept for the finding comment
 ITEM_MAX = 500  # characters per must-fix item
@@ -82,6 +85,13 @@ def _clip(text: str, limit: int) -> tuple[str, bool]:
 
 def _unreadable(detail: str) -> Verdict:
     return Verdict(None, UNREADABLE, detail)
+
+
+def anchor_commands(evidence: Iterable[Evidence]) -> list[str]:
+    """The commands of a report's evidence that may anchor an APPROVE: all but the
+    runtime's record of the lane's head, which a review run in a lane of its own (on
+    another machine than the reviewed work) gains whatever the reviewer did."""
+    return [e.command for e in evidence if e.command.strip() != LANE_HEAD]
 
 
 def parse_verdict(

@@ -398,7 +398,7 @@ def _plan_review(snap: Snapshot, rev: Card, p: Plan, rework_max: int) -> Action 
                 original=orig.ref,
             )
             return None
-        verdict = vd.parse_verdict(rep.body, [e.command for e in rep.evidence], rep.declared)
+        verdict = vd.parse_verdict(rep.body, vd.anchor_commands(rep.evidence), rep.declared)
     if orig.status is Status.DONE:
         if verdict.decision == vd.REJECT:
             _notice(

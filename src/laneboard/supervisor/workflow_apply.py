@@ -140,7 +140,7 @@ def _fresh_verdict(tx: Tx, rev: Card, expect: str | None) -> vd.Verdict:
     rep = _review_report(tx, rev)
     if rep is None or rep.author != rev.assignee:
         raise Skip(f"the report on {rev.ref} changed")
-    v = vd.parse_verdict(rep.body, [e.command for e in rep.evidence], rep.declared)
+    v = vd.parse_verdict(rep.body, vd.anchor_commands(rep.evidence), rep.declared)
     if v.decision != expect:
         raise Skip(f"the verdict on {rev.ref} changed")
     return v
@@ -382,7 +382,7 @@ def _reopen_review(rt: Runtime, a: Action) -> str:
             raise Skip(f"{rev.ref} was already reopened")
         rep = _review_report(tx, rev)
         v = vd.parse_verdict(
-            rep.body if rep else "", [e.command for e in rep.evidence] if rep else [], None
+            rep.body if rep else "", vd.anchor_commands(rep.evidence) if rep else [], None
         )
         if v.ok and rep is not None and rep.declared in (None, v.decision):
             raise Skip(f"the report on {rev.ref} became readable")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.domain.model import Card, Evidence
+from laneboard.domain.verdict import LANE_HEAD
 from laneboard.store import Store
 from laneboard.workspace import git as g
 from laneboard.workspace.lanes import Lane, lane_for, publish
@@ -306,7 +307,7 @@ def _commit_leftovers(lane: Lane, card: Card, changed: int) -> Evidence:
     head = g.commit_of(lane.path, "HEAD")
     note = f"; committed {len(left)} uncommitted change(s)" if left else ""
     return Evidence(
-        "git rev-parse HEAD",
+        LANE_HEAD,
         0,
         f"git:{head}",
         f"{lane.branch} at {head[:12]}, {changed} path(s) changed since {lane.base}{note}",
