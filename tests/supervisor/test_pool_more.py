@@ -404,3 +404,77 @@ def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
         (back,) = records.queue_rows(tx, card_id=card.id)
     assert back.state == "pending" and back.owner is None
     store.close()
+
+
+def test_a_crashed_turn_whose_session_process_lives_on_is_recovered_not_stuck(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A turn that crashed while the database was away (a server restart) left its row
+    ``processing`` with the pid of its session's process, which this pool keeps alive
+    between turns. No turn runs in it: the recovery closes that session and requeues the
+    row, instead of waiting forever for a process that will never end on its own."""
+    import subprocess
+
+    from laneboard.errors import LaneboardError
+    from laneboard.supervisor import records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.pool import Pool
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(store_url)
+    board = Board(store)
+    board.add_project(human(), "W", path=str(tmp_path))
+    card = board.create_card(human(), "W", "work")
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
+    with store.write() as tx:
+        rt.instance = instances.register(tx, "m", rt.config.time, {"pid": os.getpid()})
+    claimed = board.claim(human(), card.ref, holder="worker")
+    with store.write() as tx:
+        queued = records.enqueue(tx, "handoff", card.id, "worker", card.project_id, "m",
+                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
+        assert queued is not None
+        row = records.taken_row(tx, queued.id, rt.instance)
+    assert row is not None
+    agent = subprocess.Popen(["sleep", "300"])
+
+    class Pooled:  # a session whose agent process stays up between turns
+        pid = agent.pid
+
+        def close(self) -> None:
+            agent.kill()
+            agent.wait(10)
+
+    pool = Pool(rt)
+    away = LaneboardError("STORE_UNAVAILABLE", "the database is away", "wait")
+    real_write = store.write
+
+    def failing_write() -> object:
+        raise away
+
+    def crash(_row: object) -> None:  # the session opened, its pid recorded, then the crash
+        pool.remember("scripted", "lane-w", card.id, Pooled())  # type: ignore[arg-type]
+        with store.write() as tx:
+            records.set_row(tx, row.id, pid=agent.pid)
+        store.write = failing_write  # type: ignore[method-assign]
+        raise away
+
+    pool._turn = crash  # type: ignore[method-assign]
+    try:
+        try:
+            pool._run(row)  # the thread's body: no exception escapes it
+        finally:
+            store.write = real_write  # type: ignore[method-assign]
+        with store.read() as tx:
+            (left,) = records.queue_rows(tx, card_id=card.id)
+        assert (left.state, left.pid) == ("processing", agent.pid)
+        pool.recover()  # the database is back
+        with store.read() as tx:
+            (back,) = records.queue_rows(tx, card_id=card.id)
+        assert back.state == "pending" and back.owner is None
+        assert agent.poll() is not None  # its session was closed
+        assert not pool.live
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(10)
+        store.close()

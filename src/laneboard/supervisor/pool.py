@@ -453,6 +453,7 @@ class Pool:
         """
         rt = self.rt
         report: list[dict[str, Any]] = []
+        self._close_orphaned_sessions()
         with rt.store.write() as tx:
             live_ids = instances.live_instance_ids(tx, rt.machine, rt.config.time)
             live_ids.add(rt.instance or "local")
@@ -473,6 +474,26 @@ class Pool:
         for item in report:
             rt.log.info("pool", f"recovery: {item['action']}", queue=item["queue"])
         return report
+
+    def _close_orphaned_sessions(self) -> None:
+        """Close the sessions of this pool whose process a row of this very supervisor
+        names while no thread runs its turn: the turn crashed (the database went away
+        during it) and could not hand its row back. The session's process is kept
+        between turns, so it would outlive the row forever; closed, the row is recovered
+        as any other (its session is resumed by its native id)."""
+        rt = self.rt
+        with self.lock:
+            running = set(self.running)
+            pids = {lv.session.pid: lv for lv in self.live.values() if lv.session.pid}
+        if rt.instance is None or not pids:
+            return
+        with rt.store.autocommit() as tx:
+            rows = records.queue_rows(tx, machine=rt.machine, states=("processing",))
+        for row in rows:
+            lv = pids.get(row.pid) if row.pid and row.owner == rt.instance else None
+            if lv is not None and row.id not in running:
+                rt.log.warn("pool", "closing the session of a crashed turn", queue=row.id)
+                self.forget(lv.kind, lv.lane_key)
 
     def _recover_row(self, tx: Tx, row: QueueRow) -> dict[str, Any]:
         rt = self.rt
