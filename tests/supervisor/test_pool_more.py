@@ -478,3 +478,60 @@ def test_a_crashed_turn_whose_session_process_lives_on_is_recovered_not_stuck(
             agent.kill()
             agent.wait(10)
         store.close()
+
+
+def test_a_turn_whose_card_was_sent_back_meanwhile_uses_up_no_attempt(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A reviewer reports, the workflow finds the verdict unusable and reopens the review
+    while the reviewer's turn is still ending: the turn delivered, so it is not one of the
+    row's turns that ended without a delivery. The session hears the workflow's reason and
+    the row keeps its attempts; a turn that then delivers nothing counts as usual."""
+    import json
+
+    from laneboard.supervisor import outcomes, records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.pool import Pool
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(store_url)
+    board = Board(store)
+    board.add_project(human(), "W", path=str(tmp_path))
+    card = board.create_card(human(), "W", "review it")
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
+    claimed = board.claim(human(), card.ref, holder="reviewer")
+    with store.write() as tx:
+        queued = records.enqueue(tx, "handoff", card.id, "reviewer", card.project_id, "m",
+                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
+        assert queued is not None
+        records.set_row(tx, queued.id, attempts=outcomes.HANDOFF_ATTEMPTS - 1)
+        row = records.taken_row(tx, queued.id, "m:test")  # its last attempt
+    assert row is not None and row.attempts == outcomes.HANDOFF_ATTEMPTS
+    reopened = {"round": 1, "at": row.created_at + 1, "reason": "your verdict could not be used",
+                "detail": "Report again."}  # fmt: skip
+    with store.write() as tx:
+        tx.run(
+            "UPDATE cards SET meta = ? WHERE id = ?",
+            (json.dumps({"loop_resume": reopened}), card.id),
+        )
+    fresh = board.get(card.ref)
+
+    class Idle:
+        pid = None
+
+    pool = Pool(rt)
+    assert outcomes.continue_undelivered(pool, row, fresh, None, Idle())  # type: ignore[arg-type]
+    with store.read() as tx:
+        (again,) = records.queue_rows(tx, card_id=card.id)
+    assert again.state == "pending"
+    assert again.attempts == outcomes.HANDOFF_ATTEMPTS - 1  # that turn was not one of them
+    assert again.payload["resume_reason"] == reopened["reason"]
+    assert board.get(card.ref).status.value == "in_progress"  # not held
+    with store.write() as tx:
+        row = records.taken_row(tx, again.id, "m:test")
+    assert row is not None
+    assert outcomes.continue_undelivered(pool, row, fresh, None, Idle())  # type: ignore[arg-type]
+    with store.read() as tx:
+        (last,) = records.queue_rows(tx, card_id=card.id, states=("failed",))
+    assert last.state == "failed"  # reason said once: a turn without a delivery counts
+    store.close()

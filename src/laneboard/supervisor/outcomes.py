@@ -274,8 +274,13 @@ def continue_undelivered(
         asked = open_question(tx, card)  # the director lane's own test of a waiting worker
     if asked is not None:
         return False  # it waits on its question: the answer re-dispatches it
-    exhausted = row.attempts >= HANDOFF_ATTEMPTS
     with rt.store.write() as tx:
+        told = continuation(tx.card(card.id) or card, row)
+        # the workflow sent the card back while the turn ran (a reopened review): the turn
+        # delivered, so it is not one that ended without a delivery (the workflow's own
+        # bounds end such loops)
+        sent_back = "loop_resume_at" in told
+        exhausted = row.attempts >= HANDOFF_ATTEMPTS and not sent_back
         if rec_id is not None:
             records.set_session_state(tx, rec_id, "idle", session.pid)
         if exhausted:
@@ -307,10 +312,14 @@ def continue_undelivered(
                 state="pending",
                 owner=None,
                 pid=None,
-                payload={**row.payload, **continuation(tx.card(card.id) or card, row)},
+                payload={**row.payload, **told},
+                **({"attempts": max(row.attempts - 1, 0)} if sent_back else {}),
             )
     if exhausted:
         rt.log.warn("pool", f"{row.attempts} turns ended without a delivery; card held",
+                    card=card.ref)  # fmt: skip
+    elif sent_back:
+        rt.log.info("pool", "the card was sent back while its turn ended; the session hears why",
                     card=card.ref)  # fmt: skip
     else:
         rt.log.info("pool", "turn ended undelivered; asking the session to continue",
