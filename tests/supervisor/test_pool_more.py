@@ -396,10 +396,11 @@ def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
     finally:
         store.write = real_write  # type: ignore[method-assign]
     assert "will be handed back" in (tmp_path / "l").read_text()
+    assert pool.hand_back_due.is_set()  # the loop's next round pings
     with store.read() as tx:
         (left,) = records.queue_rows(tx, card_id=card.id)
     assert (left.state, left.owner) == ("processing", rt.instance)
-    pool.recover()  # the database is back: the next ping requeues it
+    pool.recover()  # the database is back: that ping requeues it
     with store.read() as tx:
         (back,) = records.queue_rows(tx, card_id=card.id)
     assert back.state == "pending" and back.owner is None

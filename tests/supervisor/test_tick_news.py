@@ -252,3 +252,37 @@ def test_the_runs_are_read_often_only_while_some_are_driven_or_one_has_news(
     sup.runs.health[1] = object()  # a run is driven here: its own clock
     now[0] = last + loop.RUNS_READ_S * 2
     assert due(sup, False, last)
+
+
+def test_a_row_a_turn_could_not_hand_back_is_recovered_at_the_next_round(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn that ended while the database was away could not hand its row back: the
+    loop's next round (once the database answers) runs the recovery at once, not at the
+    next ping a minute later; while the database is still away it stays due."""
+    rt = _runtime(store_url, tmp_path)
+    sup = loop.Supervisor(rt)
+    recovered: list[int] = []
+    away = [True]
+
+    def recover() -> list[dict[str, Any]]:
+        if away[0]:
+            raise OSError("the database is away")
+        recovered.append(1)
+        return []
+
+    monkeypatch.setattr(sup.pool, "recover", recover)
+    try:
+        with rt.store.autocommit() as tx:
+            st = loop.LoopState(tx.log_marks(), {})
+        now = rt.now()
+        st.next_beat, st.next_ping = now + 60_000, now + 60_000  # the ping is a minute away
+        sup.pool.hand_back_due.set()
+        with pytest.raises(OSError):
+            sup._round(st)
+        assert st.next_ping <= rt.now() and not recovered  # still due
+        away[0] = False
+        sup._round(st)
+        assert recovered == [1] and st.next_ping > rt.now()
+    finally:
+        rt.store.close()

@@ -195,6 +195,9 @@ class Supervisor:
         runs, the queue; then a sleep until the next of them or a wake-up."""
         seen = self.wakeups.generation  # a wake-up after this is looked at again
         now = self.rt.now()
+        if self.pool.hand_back_due.is_set():  # a turn's row waits for the recovery
+            self.pool.hand_back_due.clear()
+            st.next_ping = min(st.next_ping, now)  # a ping that fails stays due
         pinged = self._clocks(st, now)
         self._take_news(st)
         ticked = self._tick_when_due(st, now)

@@ -92,6 +92,9 @@ class Pool:
         self.live: dict[tuple[str, str], Live] = {}
         self.stopping = False
         self.changed = WakingEvent()  # set when a turn ends: wakes the supervisor's loop
+        # set when a turn could not hand its row back (the database was away): the
+        # loop's next round runs the recovery then, not at the next ping
+        self.hand_back_due = threading.Event()
         # rows whose session was reopened by its stored native id (a failed first turn
         # there means the native session may be gone: the next attempt replays)
         self.reopened: set[int] = set()  # set when a turn ends (the board may have moved)
@@ -184,6 +187,7 @@ class Pool:
         except Exception as err:
             if not self.rt.store.unavailable(err):
                 raise
+            self.hand_back_due.set()
             self.rt.log.warn(
                 "pool", "the database is out of reach: the row will be handed back", queue=row.id
             )
