@@ -330,3 +330,27 @@ def test_a_tick_says_whether_its_poll_queued_rows_for_the_pool_to_drain(
     assert list(ticker.tick(news={"report.added"}).passes) == ["workflow"]
     assert not ticker.queued  # a tick that did not poll queued nothing
     store.close()
+
+
+def test_status_shows_the_agent_a_running_supervisor_was_started_with(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``lb start --agent scripted`` puts every role on scripted: ``lb status``, another
+    process without that flag, says so from the running instance's row instead of
+    judging the roles by its own settings ("claims none of its cards")."""
+    from dataclasses import replace
+
+    from laneboard.supervisor.loop import Supervisor
+
+    store, _, rt = _setup(store_url, tmp_path)
+    rt.config = replace(rt.config, force_agent="scripted")
+    sup = Supervisor(rt)
+    sup.start()
+    try:
+        plain = replace(rt.config, force_agent="")  # the settings of the `lb status` process
+        b = status_report(store, machine="m", config=plain)["boundary"]
+        assert b["force_agent"] == "scripted"
+        assert {c["kind"] for c in b["agents"]} == {"scripted"} and b["unrunnable"] == []
+    finally:
+        sup.shutdown()
+        store.close()

@@ -174,10 +174,16 @@ def failover_bound_ms(rt: Runtime) -> int:
 def declared(rt: Runtime) -> dict[str, Any]:
     """What an instance tells the others in its row, measured at each beat: how long
     without a beat it may be fenced after (its own ``failover_beats`` of its own
-    ``pool_heartbeat``, which another machine's settings do not know), and how far its
-    clock, which stamps its beats, is ahead of the database server's."""
+    ``pool_heartbeat``, which another machine's settings do not know), how far its
+    clock, which stamps its beats, is ahead of the database server's, and the agent kind
+    it forces every role onto (``--agent``), which no settings file says."""
     rt.clock_offset_ms = clock_offset_ms(rt)
-    return {"failover_after_ms": failover_bound_ms(rt), "clock_offset_ms": rt.clock_offset_ms}
+    return {
+        "failover_after_ms": failover_bound_ms(rt),
+        "clock_offset_ms": rt.clock_offset_ms,
+        # ``lb start --agent KIND``: ``lb status`` in another process judges the roles by it
+        "force_agent": rt.config.force_agent or None,
+    }
 
 
 def clock_offset_ms(rt: Runtime) -> int:

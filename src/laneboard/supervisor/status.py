@@ -143,6 +143,11 @@ def status_report(
     report["permissions"] = permission_summary(cfg)
     from laneboard.supervisor.preflight import boundary_summary
 
+    forced = info.get("force_agent") if live else None
+    if forced and not cfg.force_agent:  # the running supervisor was started with --agent
+        from dataclasses import replace
+
+        cfg = replace(cfg, force_agent=str(forced))
     report["boundary"] = boundary_summary(cfg)
     if importlib.util.find_spec("laneboard.board.schedules") is not None:
         schedules = importlib.import_module("laneboard.board.schedules")
