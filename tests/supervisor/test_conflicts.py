@@ -89,3 +89,32 @@ def test_at_the_bound_a_conflict_waits_for_a_person(
     assert card.meta["acceptance_blocked"]["code"] == "LANDING_BLOCKED"
     assert "conflict_attempts" not in card.meta
     store.close()
+
+
+def test_a_delivery_that_leaves_the_conflict_markers_is_refused_and_never_lands(
+    sqlite_store_url: str, repo: Path, tmp_path: Path
+) -> None:
+    """The round that resolves a landing conflict starts from the merge with its markers.
+    A worker that delivers without resolving them (its checks may still pass) is refused:
+    the markers never reach the branch the project lands on."""
+    clock = RealNowClock()
+    store = open_store(sqlite_store_url, clock)
+    board = Board(store)
+    board.add_project(human(), "C", path=str(repo))
+    careless = [
+        {"run": "printf 'b again\\n' >> shared.txt"},  # both sides' markers left in place
+        {"deliver": "done"},
+    ]
+    first, second = _two_sides(board, careless)
+    with Running(sqlite_store_url, config(tmp_path, max_concurrency=2), clock):
+        wait_for(lambda: board.get(first).status.value == "done", timeout=120, what="a landed")
+        wait_for(
+            lambda: board.get(second).status.value in ("done", "blocked"),
+            timeout=180, what="b landed or held",
+        )  # fmt: skip
+        wait_for(lambda: settled(store), what="turns recorded")
+    card = board.get(second)
+    assert card.delivery_round == 2 and card.status.value == "blocked"
+    assert "<<<<<<<" not in _git(repo, "show", "main:shared.txt")
+    assert _git(repo, "show", "main:shared.txt") == "a\n"
+    store.close()

@@ -22,7 +22,7 @@ from laneboard.domain.model import Card, Evidence
 from laneboard.domain.verdict import LANE_HEAD
 from laneboard.store import Store
 from laneboard.workspace import git as g
-from laneboard.workspace.lanes import Lane, lane_for, publish
+from laneboard.workspace.lanes import Lane, conflict_to_resolve, lane_for, publish
 
 DEFAULT_CHECK_TIMEOUT_S = 120.0
 TIMEOUT_EXIT = 124
@@ -227,6 +227,18 @@ def verify_delivery(store: Store, card: Card) -> Verification:
         v.message = f"{card.ref} changed paths outside its scope ({scope}): {shown}"
         v.fix = "revert those changes in the lane, or ask a human to widen allowed_paths"
         return v
+    left = unresolved_conflicts(card, lane.path)
+    if left:
+        v.ok = False
+        v.message = (
+            f"{card.ref} still holds conflict markers in {', '.join(left)}: this round "
+            "exists to resolve the landing conflict"
+        )
+        v.fix = (
+            "edit those files keeping both sides' intent, remove every <<<<<<<, ======= "
+            "and >>>>>>> line, then deliver again"
+        )
+        return v
     try:  # the lane branch holds the delivery before the checks run (and leave artifacts)
         head = _commit_leftovers(lane, card, len(v.changed))
     except g.GitError as exc:
@@ -247,6 +259,30 @@ def verify_delivery(store: Store, card: Card) -> Verification:
         v.message = f"the verified commit of {card.ref} could not be pushed: {refused}"
         v.fix = "check that this machine can push to the project's remote, then deliver again"
     return v
+
+
+# a line git writes around the two sides of a conflict (and diff3's base marker)
+_MARKER = re.compile(r"^(?:<{7}|>{7}|\|{7})(?: |$)|^={7}$")
+
+
+def unresolved_conflicts(card: Card, root: str) -> list[str]:
+    """The files of the landing conflict this round resolves (``conflict_resolve``) that
+    still hold a conflict marker line in the lane; none for any other round (a file may
+    hold such lines on purpose: a fixture, a document about git)."""
+    resolve = conflict_to_resolve(card)
+    if resolve is None:
+        return []
+    left = []
+    for name in [str(f) for f in resolve.get("files") or []]:
+        path = os.path.join(root, name)
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(4_000_000).decode("utf-8", "replace")
+        except OSError:  # removed or unreadable: nothing of the conflict is left in it
+            continue
+        if any(_MARKER.match(line) for line in text.splitlines()):
+            left.append(name)
+    return left
 
 
 def _log_dir(lane: Lane, card: Card, directory: str) -> str:
