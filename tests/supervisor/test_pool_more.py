@@ -536,3 +536,54 @@ def test_a_turn_whose_card_was_sent_back_meanwhile_uses_up_no_attempt(
         (last,) = records.queue_rows(tx, card_id=card.id, states=("failed",))
     assert last.state == "failed"  # reason said once: a turn without a delivery counts
     store.close()
+
+
+def test_a_session_a_running_turn_uses_is_not_closed_for_a_crashed_row(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A session shared by lane (a reviewer's, per directory) may serve another card's turn
+    while a crashed row still names its process: that session is left alone."""
+    import subprocess
+    import threading
+
+    from laneboard.supervisor import records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.pool import Pool, Running
+    from laneboard.supervisor.runtime import Runtime
+
+    store = open_store(store_url)
+    board = Board(store)
+    board.add_project(human(), "W", path=str(tmp_path))
+    card = board.create_card(human(), "W", "work")
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
+    with store.write() as tx:
+        rt.instance = instances.register(tx, "m", rt.config.time, {"pid": os.getpid()})
+    claimed = board.claim(human(), card.ref, holder="worker")
+    agent = subprocess.Popen(["sleep", "300"])
+
+    class Pooled:
+        pid = agent.pid
+
+        def close(self) -> None:
+            agent.kill()
+            agent.wait(10)
+
+    try:
+        with store.write() as tx:
+            queued = records.enqueue(tx, "handoff", card.id, "worker", card.project_id, "m",
+                                     str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
+            assert queued is not None
+            row = records.taken_row(tx, queued.id, rt.instance)
+            assert row is not None
+            records.set_row(tx, row.id, pid=agent.pid)  # the crashed turn's row
+        pool = Pool(rt)
+        shared = Pooled()
+        pool.remember("scripted", "review-lane", card.id, shared)  # type: ignore[arg-type]
+        pool.running[row.id + 1] = Running(row, threading.current_thread(), 0, session=shared)  # type: ignore[arg-type]
+        pool._close_orphaned_sessions()
+        assert agent.poll() is None and ("scripted", "review-lane") in pool.live
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(10)
+        store.close()

@@ -488,7 +488,12 @@ class Pool:
         rt = self.rt
         with self.lock:
             running = set(self.running)
-            pids = {lv.session.pid: lv for lv in self.live.values() if lv.session.pid}
+            in_use = {r.session.pid for r in self.running.values() if r.session is not None}
+            pids = {
+                lv.session.pid: lv
+                for lv in self.live.values()
+                if lv.session.pid and lv.session.pid not in in_use  # a running turn's: kept
+            }
         if rt.instance is None or not pids:
             return
         with rt.store.autocommit() as tx:
