@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -352,16 +353,11 @@ def test_evicting_a_finished_cards_session_records_it_closed(
     store.close()
 
 
-def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
-    store_url: str, tmp_path: Path
-) -> None:
-    """A turn thread that cannot record its end, or hand its row back, because the
-    database is out of reach leaves its row ``processing`` under this live supervisor;
-    the next recovery (``ping``) finds no thread for it and requeues it."""
-    from laneboard.errors import LaneboardError
+def _taken_row(store_url: str, tmp_path: Path) -> tuple[Any, Board, Any, Any, Any]:
+    """A registered supervisor's runtime and a card's handoff row it has taken
+    (``processing``), as a turn thread holds it: (store, board, card, runtime, row)."""
     from laneboard.supervisor import records
     from laneboard.supervisor.logs import LogFile
-    from laneboard.supervisor.pool import Pool
     from laneboard.supervisor.runtime import Runtime
 
     store = open_store(store_url)
@@ -378,6 +374,20 @@ def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
         assert queued is not None
         row = records.taken_row(tx, queued.id, rt.instance)
     assert row is not None
+    return store, board, card, rt, row
+
+
+def test_a_turn_that_ends_while_the_database_is_away_is_handed_back_later(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A turn thread that cannot record its end, or hand its row back, because the
+    database is out of reach leaves its row ``processing`` under this live supervisor;
+    the next recovery (``ping``) finds no thread for it and requeues it."""
+    from laneboard.errors import LaneboardError
+    from laneboard.supervisor import records
+    from laneboard.supervisor.pool import Pool
+
+    store, _, card, rt, row = _taken_row(store_url, tmp_path)
     pool = Pool(rt)
     away = LaneboardError("STORE_UNAVAILABLE", "the database is away", "wait")
 
@@ -418,24 +428,9 @@ def test_a_crashed_turn_whose_session_process_lives_on_is_recovered_not_stuck(
 
     from laneboard.errors import LaneboardError
     from laneboard.supervisor import records
-    from laneboard.supervisor.logs import LogFile
     from laneboard.supervisor.pool import Pool
-    from laneboard.supervisor.runtime import Runtime
 
-    store = open_store(store_url)
-    board = Board(store)
-    board.add_project(human(), "W", path=str(tmp_path))
-    card = board.create_card(human(), "W", "work")
-    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
-    with store.write() as tx:
-        rt.instance = instances.register(tx, "m", rt.config.time, {"pid": os.getpid()})
-    claimed = board.claim(human(), card.ref, holder="worker")
-    with store.write() as tx:
-        queued = records.enqueue(tx, "handoff", card.id, "worker", card.project_id, "m",
-                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
-        assert queued is not None
-        row = records.taken_row(tx, queued.id, rt.instance)
-    assert row is not None
+    store, _, card, rt, row = _taken_row(store_url, tmp_path)
     agent = subprocess.Popen(["sleep", "300"])
 
     class Pooled:  # a session whose agent process stays up between turns
@@ -547,18 +542,9 @@ def test_a_session_a_running_turn_uses_is_not_closed_for_a_crashed_row(
     import threading
 
     from laneboard.supervisor import records
-    from laneboard.supervisor.logs import LogFile
     from laneboard.supervisor.pool import Pool, Running
-    from laneboard.supervisor.runtime import Runtime
 
-    store = open_store(store_url)
-    board = Board(store)
-    board.add_project(human(), "W", path=str(tmp_path))
-    card = board.create_card(human(), "W", "work")
-    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
-    with store.write() as tx:
-        rt.instance = instances.register(tx, "m", rt.config.time, {"pid": os.getpid()})
-    claimed = board.claim(human(), card.ref, holder="worker")
+    store, _, card, rt, row = _taken_row(store_url, tmp_path)
     agent = subprocess.Popen(["sleep", "300"])
 
     class Pooled:
@@ -570,11 +556,6 @@ def test_a_session_a_running_turn_uses_is_not_closed_for_a_crashed_row(
 
     try:
         with store.write() as tx:
-            queued = records.enqueue(tx, "handoff", card.id, "worker", card.project_id, "m",
-                                     str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
-            assert queued is not None
-            row = records.taken_row(tx, queued.id, rt.instance)
-            assert row is not None
             records.set_row(tx, row.id, pid=agent.pid)  # the crashed turn's row
         pool = Pool(rt)
         shared = Pooled()
