@@ -568,3 +568,30 @@ def test_a_session_a_running_turn_uses_is_not_closed_for_a_crashed_row(
             agent.kill()
             agent.wait(10)
         store.close()
+
+
+def test_a_crashed_turn_handed_back_is_recorded_lost_not_left_running(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A turn whose thread crashed after its turn record started (its session closed under
+    it at a shutdown) hands its row back; the turn is recorded ``lost`` in that same write,
+    not left ``running`` forever while the next turn of the row runs."""
+    from laneboard.supervisor import records
+    from laneboard.supervisor.pool import Pool
+
+    store, _, card, rt, row = _taken_row(store_url, tmp_path)
+    pool = Pool(rt)
+
+    def crash(_row: object) -> None:
+        with store.write() as tx:
+            records.start_turn(tx, row.id, card.id, 1, None, "scripted", "s", "prompt")
+        raise ValueError("write to closed file")
+
+    pool._turn = crash  # type: ignore[method-assign]
+    pool._run(row)
+    with store.read() as tx:
+        (back,) = records.queue_rows(tx, card_id=card.id)
+        turns = tx.turns_for_card(card.id)
+    assert back.state == "pending"
+    assert [t["outcome"] for t in turns] == ["lost"]
+    store.close()

@@ -171,11 +171,12 @@ class Pool:
             self.changed.set()
 
     def _hand_back(self, row: QueueRow, exc: Exception) -> None:
-        """A crashed turn's row back to ``pending``; while the database is out of reach it
-        stays ``processing`` under this supervisor with no thread, and the next recovery
-        (``recover``, at each ping) hands it back."""
+        """A crashed turn's row back to ``pending`` (its turn, if started, ``lost``); while
+        the database is out of reach it stays ``processing`` under this supervisor with no
+        thread, and the loop's next round runs the recovery that hands it back."""
         try:
             with self.rt.store.write() as tx:
+                tx.lose_running_turns(row.id)  # its turn, if it had started, ended here
                 records.set_row(
                     tx,
                     row.id,
