@@ -50,3 +50,18 @@ def test_a_reopen_before_the_row_or_of_another_round_is_not_news() -> None:
     for got in (before, other, plain):
         assert "not delivered" in str(got["resume_reason"])
         assert "loop_resume_at" not in got
+
+
+def test_at_a_shutdown_a_turn_that_did_not_end_well_is_interrupted_not_failed() -> None:
+    """An agent stopped by the shutdown before it read its prompt reports a broken pipe:
+    that turn is interrupted (resumed at the next start, no failure counted), while the
+    same result outside a shutdown is a failure, and a timeout or a person's stop keep
+    their own names."""
+    from laneboard.supervisor.outcomes import turn_outcome
+
+    assert turn_outcome(False, False, False, False, stopping=True) == "interrupted"
+    assert turn_outcome(False, False, False, False, stopping=False) == "failed"
+    assert turn_outcome(True, False, False, False, stopping=True) == "ok"
+    assert turn_outcome(False, True, False, False, stopping=True) == "timed_out"
+    assert turn_outcome(False, False, False, True, stopping=True) == "stopped"
+    assert turn_outcome(False, False, True, True, stopping=False) == "interrupted"

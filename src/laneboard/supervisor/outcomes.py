@@ -261,6 +261,21 @@ def stopped(pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: 
     rt.log.info("pool", "turn stopped; card held", card=card.ref, by=who)
 
 
+def turn_outcome(ok: bool, timed_out: bool, forced: bool, stopped: bool, *, stopping: bool) -> str:
+    """How a turn ended: ``stopped`` by a person, ``interrupted`` (its run force-stopped, or
+    the supervisor shutting down), ``timed_out``, ``ok`` or ``failed``. At a shutdown a
+    turn that did not end well is ``interrupted`` whatever its agent said: the shutdown
+    interrupted it (an agent stopped before it read its prompt reports a broken pipe), so
+    it counts no failure against its card and is resumed at the next start."""
+    if stopped and not forced:
+        return "stopped"
+    if forced or (stopping and not ok and not timed_out):
+        return "interrupted"
+    if timed_out:
+        return "timed_out"
+    return "ok" if ok else "failed"
+
+
 def continue_undelivered(
     pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session
 ) -> bool:

@@ -279,16 +279,8 @@ class Pool:
             timed_out = result.timed_out or bool(running and running.timed_out)
             forced = bool(running and running.force_stopped)
             stopped_by = running.stopped_by if running else None
-        outcome = (
-            "stopped"
-            if stopped_by and not forced
-            else "interrupted"
-            if forced or (result.interrupted and self.stopping and not timed_out)
-            else "timed_out"
-            if timed_out
-            else "ok"
-            if result.ok
-            else "failed"
+        outcome = outcomes.turn_outcome(
+            result.ok, timed_out, forced, bool(stopped_by), stopping=self.stopping
         )
         try:
             with rt.store.write() as tx:
