@@ -408,3 +408,27 @@ def test_a_review_lane_is_cleaned_when_the_review_ends_before_the_work_lands(
     assert not os.path.exists(review_lane)
     assert git(bare, "rev-parse", "refs/heads/lane/P-1") == head, "the work's branch stays"
     assert os.path.isdir(lane), "b's lane of the work is b's"
+
+
+def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
+    store: Store, tmp_path: Path
+) -> None:
+    """A machine that fetched its clone a moment ago (admissions then reuse that fetch) and
+    then admits a card whose dependency landed meanwhile from another machine fetches
+    again: the dependent card's lane holds its dependency's work."""
+    bare, _ = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    first = a.create_card(ME, "P", "first", acceptance_mode="off")
+    dep = a.create_card(ME, "P", "the dependency", acceptance_mode="off")
+    later = a.create_card(ME, "P", "needs the dependency", depends_on=[dep.ref])
+    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
+    reusing.admit(first, a.project("P"))
+    dep_lane = LaneAdmitter(b, clones=b_clones, fetch_within_s=0).admit(dep, b.project("P"))
+    claimed = b.claim(ME, dep.ref, holder="worker")
+    commit_file(dep_lane, "base.txt", "from the dependency\n", "the dependency's work")
+    b.move(ME, deliver(b, claimed).ref, "done")  # landed on the remote by machine b
+    assert git(bare, "show", "main:base.txt") == "from the dependency"
+    lane = reusing.admit(a.get(later.ref), a.project("P"))
+    assert (Path(lane) / "base.txt").read_text() == "from the dependency\n"

@@ -109,9 +109,12 @@ class LaneAdmitter:
         return target
 
     def _admit_remote(self, card: Card, project: Project) -> str:
-        """A lane in this machine's clone of the remote, from the remote's base."""
+        """A lane in this machine's clone of the remote, from the remote's base.
+
+        A card with dependencies fetches now, whatever the clone's last fetch: one of them
+        may have landed from another machine since, and the lane must hold its work."""
         clone = rm.clone_dir(self.clones, project)
-        repo = self._clone(project, clone, self.fetch_within_s)
+        repo = self._clone(project, clone, 0.0 if card.depends_on else self.fetch_within_s)
         try:
             cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
             lane = self._lane(card, project, repo, cfg, remote=True)
