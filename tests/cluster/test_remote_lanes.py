@@ -430,5 +430,6 @@ def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
     commit_file(dep_lane, "base.txt", "from the dependency\n", "the dependency's work")
     b.move(ME, deliver(b, claimed).ref, "done")  # landed on the remote by machine b
     assert git(bare, "show", "main:base.txt") == "from the dependency"
-    lane = reusing.admit(a.get(later.ref), a.project("P"))
+    (ready,) = [c.card for c in a.candidates(include_unassigned=True) if c.card.id == later.id]
+    lane = reusing.admit(ready, a.project("P"))  # the card as the supervisor's poll reads it
     assert (Path(lane) / "base.txt").read_text() == "from the dependency\n"

@@ -4,11 +4,12 @@ Each runs ``lb start`` with its own ``LANEBOARD_MACHINE`` and state directory ag
 database and one bare git remote (the project's ``--remote``: each host works in its own
 clone). They drain 60 cards with the scripted agent: each writes its own file, which its
 check tests; a fifth are reviewed (some rejected once and reworked); a third wait for
-another card. One host is SIGKILLed mid-run and its cards are fenced and finished
-elsewhere; every LISTEN connection is dropped mid-run and comes back. Asserted from the
-board's own records and the remote's git log: no card claimed twice under one epoch, no
-(card, round, epoch) turn started twice, every card done and landed exactly once on the
-remote's base branch, each once-per-cluster pass on one supervisor at a time.
+another card and check that its work is in their lane. One host is SIGKILLed mid-run and
+its cards are fenced and finished elsewhere; every LISTEN connection is dropped mid-run
+and comes back. Asserted from the board's own records and the remote's git log: no card
+claimed twice under one epoch, no (card, round, epoch) turn started twice, every card
+done and landed exactly once on the remote's base branch, each once-per-cluster pass on
+one supervisor at a time.
 """
 
 from __future__ import annotations
@@ -147,10 +148,13 @@ def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
     refs: list[str] = []
     for i in range(CARDS):
         deps = [refs[i - CARDS // 3]] if i >= 2 * CARDS // 3 else []
+        checks = [f"test -s f{i}.txt"]
+        if deps:  # its lane holds its dependency's landed work, whichever host landed it
+            checks.append(f"test -s f{i - CARDS // 3}.txt")
         mode, meta = _card_meta(i)
         card = board.create_card(
             me, "C", f"card {i}", acceptance_mode=mode, depends_on=deps,
-            checks=[f"test -s f{i}.txt"], allowed_paths=[f"f{i}.txt"], meta=meta,
+            checks=checks, allowed_paths=[f"f{i}.txt"], meta=meta,
         )  # fmt: skip
         refs.append(card.ref)
     hosts = [Host(f"host{n}", pg_url, tmp_path) for n in (1, 2, 3)]

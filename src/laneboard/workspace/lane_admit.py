@@ -114,7 +114,7 @@ class LaneAdmitter:
         A card with dependencies fetches now, whatever the clone's last fetch: one of them
         may have landed from another machine since, and the lane must hold its work."""
         clone = rm.clone_dir(self.clones, project)
-        repo = self._clone(project, clone, 0.0 if card.depends_on else self.fetch_within_s)
+        repo = self._clone(project, clone, 0.0 if self._waited(card) else self.fetch_within_s)
         try:
             cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
             lane = self._lane(card, project, repo, cfg, remote=True)
@@ -127,6 +127,14 @@ class LaneAdmitter:
                 f"cannot prepare the lane: {exc}", code="WORKSPACE_ERROR"
             ) from None
         return lane.path
+
+    def _waited(self, card: Card) -> bool:
+        """Whether ``card`` depends on another (read from the board: a ready card as the
+        poll reads it does not carry its dependencies)."""
+        if card.depends_on:
+            return True
+        with self.store.read() as tx:
+            return bool(tx.dependencies_of([card.id]))
 
     def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
         """A review of a lane another machine ran, on this machine: a lane of the review card
