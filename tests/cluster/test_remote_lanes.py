@@ -433,3 +433,60 @@ def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
     (ready,) = [c.card for c in a.candidates(include_unassigned=True) if c.card.id == later.id]
     lane = reusing.admit(ready, a.project("P"))  # the card as the supervisor's poll reads it
     assert (Path(lane) / "base.txt").read_text() == "from the dependency\n"
+
+
+def test_a_conflict_round_on_a_machine_that_fetched_a_moment_ago_holds_both_sides(
+    store: Store, tmp_path: Path
+) -> None:
+    """The round that resolves a landing conflict is made on a machine whose clone was
+    fetched before the conflict (and before the conflicting lane was pushed): it fetches
+    again, so its lane starts from the base it must land on with the round merged in."""
+    from dataclasses import replace
+
+    bare, seed = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
+    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    card, lane = claimed_on(b, b_clones, acceptance_mode="off")
+    mine = commit_file(lane, "README.md", "mine\n", "the work")
+    delivered = deliver(b, card)
+    theirs = commit_file(seed, "README.md", "theirs\n", "someone else's change")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    with pytest.raises(LaneboardError):
+        b.move(ME, delivered.ref, "done")  # the landing conflicts
+    blocked = [e.payload for e in b.events(0, limit=10_000) if e.type == "lane.land_blocked"]
+    conflict = dict(blocked[-1]["conflict"])  # type: ignore[arg-type]
+    assert conflict["lane_commit"] == mine and conflict["onto_commit"] == theirs
+    again = a.get(card.ref)  # the round the workflow opens for its worker
+    again = replace(again, delivery_round=2, meta={
+        **again.meta, "conflict_resolve": {**conflict, "round": 2, "from_round": 1}})  # fmt: skip
+    lane2 = reusing.admit(again, a.project("P"))
+    assert git(lane2, "rev-parse", "HEAD") == theirs
+    text = (Path(lane2) / "README.md").read_text()
+    assert "<<<<<<<" in text and "mine" in text and "theirs" in text
+
+
+def test_a_conflict_round_whose_conflicting_round_is_missing_is_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    """A conflict round never starts without the round it resolves (its lane branch gone
+    from the remote): the admission is refused, naming that round, and makes no lane."""
+    from dataclasses import replace
+
+    from laneboard.workspace.admit import AdmissionError
+
+    bare, _ = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))
+    card = a.create_card(ME, "P", "resolve it")
+    gone = "0123456789abcdef0123456789abcdef01234567"
+    info = {"round": 2, "from_round": 1, "onto": "main", "lane_commit": gone, "files": ["x"]}
+    again = replace(card, delivery_round=2, meta={"conflict_resolve": info})
+    with pytest.raises(AdmissionError) as err:
+        LaneAdmitter(a, clones=a_clones, fetch_within_s=0).admit(again, a.project("P"))
+    assert err.value.code == "WORKSPACE_ERROR"
+    assert f"round 1 of {card.ref} (0123456789ab)" in str(err.value)
+    lanes = os.path.join(a_clones, "P", ".worktrees")
+    assert not os.path.isdir(lanes) or not os.listdir(lanes)

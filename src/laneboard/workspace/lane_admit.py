@@ -109,12 +109,10 @@ class LaneAdmitter:
         return target
 
     def _admit_remote(self, card: Card, project: Project) -> str:
-        """A lane in this machine's clone of the remote, from the remote's base.
-
-        A card with dependencies fetches now, whatever the clone's last fetch: one of them
-        may have landed from another machine since, and the lane must hold its work."""
+        """A lane in this machine's clone of the remote, from the remote's base."""
         clone = rm.clone_dir(self.clones, project)
-        repo = self._clone(project, clone, 0.0 if self._waited(card) else self.fetch_within_s)
+        fresh_s = 0.0 if self._must_fetch(card) else self.fetch_within_s
+        repo = self._clone(project, clone, fresh_s)
         try:
             cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
             lane = self._lane(card, project, repo, cfg, remote=True)
@@ -128,10 +126,14 @@ class LaneAdmitter:
             ) from None
         return lane.path
 
-    def _waited(self, card: Card) -> bool:
-        """Whether ``card`` depends on another (read from the board: a ready card as the
-        poll reads it does not carry its dependencies)."""
-        if card.depends_on:
+    def _must_fetch(self, card: Card) -> bool:
+        """Whether the lane needs the remote as it is now, not as fetched a moment ago: a
+        card with dependencies (one may have landed from another machine since, and the
+        lane must hold its work) or a round resolving a landing conflict (it starts from
+        the base it must land on, with the conflicting round merged in: both may be newer
+        than the last fetch). The dependencies are read from the board: a ready card as the
+        poll reads it does not carry them."""
+        if card.depends_on or conflict_to_resolve(card) is not None:
             return True
         with self.store.read() as tx:
             return bool(tx.dependencies_of([card.id]))
@@ -257,13 +259,12 @@ class LaneAdmitter:
             base, base_commit = probe_remote_base(repo, card, target)
         else:
             base, base_commit = probe_base(repo, card, str(declared) if declared else None)
+        merge = _conflicting_round(repo, card, base)
         make_lane(repo, slot, branch, base_commit)
-        resolve = conflict_to_resolve(card)
-        if resolve is not None and base == resolve.get("onto"):
+        if merge is not None:
             # the conflicting round merged in, its conflicts left for the worker to resolve
             # (a lane shares the repository's objects, not its refs: merge the commit)
-            g.git(slot, "merge", "--no-ff", "--no-commit", str(resolve["lane_commit"]),
-                  check=False, identity=True)  # fmt: skip
+            g.git(slot, "merge", "--no-ff", "--no-commit", merge, check=False, identity=True)
         return self._record(card, repo, slot, branch, "created", base, base_commit)
 
     def _ours(self, card: Card, slot: str) -> bool:
@@ -368,3 +369,20 @@ def _fork_point(repo: str, slot: str, base: str) -> str:
     tip = g.commit_of(slot, "HEAD")
     mb = g.git(slot, "merge-base", tip, g.commit_of(repo, base), check=False)
     return mb.out.strip() if mb.ok and mb.out.strip() else tip
+
+
+def _conflicting_round(repo: str, card: Card, base: str) -> str | None:
+    """The commit a round resolving a landing conflict merges in (the round that conflicted
+    with ``base``), or None. Refused when ``repo`` lacks it: the lane would silently start
+    without that round's work."""
+    resolve = conflict_to_resolve(card)
+    if resolve is None or base != resolve.get("onto"):
+        return None
+    commit = str(resolve["lane_commit"])
+    if not g.resolves(repo, commit):
+        raise AdmissionError(
+            f"round {resolve.get('from_round')} of {card.ref} ({commit[:12]}), which this "
+            f"round merges in to resolve its landing conflict, is not in {repo}",
+            code="WORKSPACE_ERROR",
+        )
+    return commit
