@@ -490,3 +490,25 @@ def test_a_conflict_round_whose_conflicting_round_is_missing_is_refused(
     assert f"round 1 of {card.ref} (0123456789ab)" in str(err.value)
     lanes = os.path.join(a_clones, "P", ".worktrees")
     assert not os.path.isdir(lanes) or not os.listdir(lanes)
+
+
+def test_a_rework_round_on_a_machine_that_fetched_a_moment_ago_starts_from_its_last_round(
+    store: Store, tmp_path: Path
+) -> None:
+    """A round sent back for rework and made on a machine whose clone was fetched before
+    the earlier round was pushed (from another machine) fetches again: it starts from that
+    round's work, not from the bare base."""
+    from dataclasses import replace
+
+    bare, _ = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
+    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    card, lane = claimed_on(b, b_clones, acceptance_mode="auto")
+    round1 = commit_file(lane, "work.txt", "round one\n", "the work")
+    deliver(b, card)  # verified on b, its lane branch pushed
+    again = replace(a.get(card.ref), delivery_round=2)  # a reviewer asked for more
+    lane2 = reusing.admit(again, a.project("P"))
+    assert git(lane2, "rev-parse", "HEAD") == round1

@@ -129,11 +129,12 @@ class LaneAdmitter:
     def _must_fetch(self, card: Card) -> bool:
         """Whether the lane needs the remote as it is now, not as fetched a moment ago: a
         card with dependencies (one may have landed from another machine since, and the
-        lane must hold its work) or a round resolving a landing conflict (it starts from
-        the base it must land on, with the conflicting round merged in: both may be newer
-        than the last fetch). The dependencies are read from the board: a ready card as the
-        poll reads it does not carry them."""
-        if card.depends_on or conflict_to_resolve(card) is not None:
+        lane must hold its work) or a later round (a rework starts from the earlier round's
+        branch, which another machine may have pushed since; a round resolving a landing
+        conflict, from the base it must land on with that round merged in). The
+        dependencies are read from the board: a ready card as the poll reads it does not
+        carry them."""
+        if card.depends_on or card.delivery_round > 1:
             return True
         with self.store.read() as tx:
             return bool(tx.dependencies_of([card.id]))
