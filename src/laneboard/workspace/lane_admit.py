@@ -136,7 +136,7 @@ class LaneAdmitter:
         carry them."""
         if card.depends_on or card.delivery_round > 1:
             return True
-        with self.store.read() as tx:
+        with self.store.autocommit() as tx:  # one statement
             return bool(tx.dependencies_of([card.id]))
 
     def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
