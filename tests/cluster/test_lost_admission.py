@@ -20,8 +20,9 @@ from tests.cluster.test_remote_lanes import bare_remote
 from tests.workspace.helpers import ME, commit_file, deliver, git
 
 from laneboard.board.service import Board
+from laneboard.domain.clock import FakeClock
 from laneboard.domain.model import Card
-from laneboard.supervisor import poll, records
+from laneboard.supervisor import instances, poll, records
 from laneboard.supervisor import ticker as ticks
 from laneboard.supervisor.runtime import Runtime
 from laneboard.workspace.lanes import lane_for
@@ -128,8 +129,8 @@ def test_a_review_lane_made_for_a_claim_lost_to_the_reviewed_lanes_machine_is_re
 
 def _take_over(a: Runtime, b: Runtime, board: Board, card: Card) -> str:
     """``a`` claims the card and makes its lane; the card goes back to todo (``a`` was
-    fenced: its handoff closed) and ``b`` claims it with a lane of its own. Returns ``a``'s
-    lane."""
+    fenced: its handoff closed, its instance no longer live) and ``b`` claims it with a lane
+    of its own; then ``a`` comes back. Returns ``a``'s lane."""
     assert poll.poll(a).claimed == [card.ref]
     with a.store.read() as tx:
         mine = lane_for(tx, card.id, 1)
@@ -138,8 +139,15 @@ def _take_over(a: Runtime, b: Runtime, board: Board, card: Card) -> str:
         a_rows = records.queue_rows(tx, machine="a")
         for row in a_rows:
             records.set_row(tx, row.id, state="done")
+        assert a.instance is not None
+        instances.stop(tx, a.instance)
     board.move(ME, card.ref, "todo")
     assert poll.poll(b).claimed == [card.ref]
+    clock = a.store.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(ms=1)  # a new instance of a, started a moment later
+    with a.store.write() as tx:
+        a.instance = instances.register(tx, "a", a.config.time, {"pid": 1})
     return mine.path
 
 

@@ -20,6 +20,27 @@ class LaneQueries(Queries):
             (card_id, round_),
         )
 
+    def lanes_elsewhere(self, rounds: dict[int, int], machine: str) -> dict[int, str]:
+        """Of these cards (id -> its current round), those whose current round another
+        machine has worked on (its active lane, and a handoff of the round there; a lane
+        alone is an admission under way): card id -> that machine."""
+        ids = list(rounds)
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            got = self.all(
+                "SELECT l.card_id, l.round, l.machine FROM lanes l WHERE l.state = 'active' "
+                "AND l.machine IS NOT NULL AND l.machine <> ? "
+                f"AND l.card_id IN ({','.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM "
+                "queue q WHERE q.card_id = l.card_id AND q.round = l.round "
+                "AND q.machine = l.machine)",
+                (machine, *chunk),
+            )
+            for r in got:
+                if rounds.get(int(r["card_id"])) == int(r["round"]):
+                    out[int(r["card_id"])] = str(r["machine"])
+        return out
+
     def lane_rows_of(self, card_id: int) -> list[Row]:
         return self.all("SELECT * FROM lanes WHERE card_id = ? ORDER BY round", (card_id,))
 

@@ -18,10 +18,11 @@ from typing import Any, NamedTuple
 
 from laneboard.board.service import Candidate
 from laneboard.config import project_cap
-from laneboard.domain.clock import HOUR_MS
-from laneboard.domain.model import Card, CardKind, CommentKind
+from laneboard.domain.clock import HOUR_MS, MINUTE_MS
+from laneboard.domain.model import Card, CardKind, CommentKind, Project
 from laneboard.domain.runs import CLAIMING
 from laneboard.errors import LaneboardError
+from laneboard.store.tx import Tx
 from laneboard.supervisor import admission_alerts, boundary, director, instances, records
 from laneboard.supervisor.alerts import clear_alert, raise_alert
 from laneboard.supervisor.holds import place_hold
@@ -42,6 +43,9 @@ BASE_BACKOFF_MS = 30_000
 # a failure of a card's project, not the card (its remote cannot be fetched, its settings
 # file is broken): counted toward no card; the poll tries again this long after
 PROJECT_RETRY_MS = 30_000
+# a card back in todo mid-round (an escalation answered, a person's move) waits this long
+# for the live machine that holds its round's lane, with the work so far and its session
+LANE_AFFINITY_MS = 15 * MINUTE_MS
 
 
 @dataclass
@@ -150,6 +154,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             not_claiming = set(tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING)))
             not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
         now = tx.now()
+        elsewhere = _lanes_elsewhere(tx, rt, cands, projects)
     caps: dict[int, int] = {}
     order, at = list(cands), 0
     while at < len(order):
@@ -168,6 +173,8 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
         if card.id in busy:
             res.waits_on_rows = True
             continue  # a handoff for it is already queued or running
+        if card.id in elsewhere and _waits_for_its_lane(rt, res, card, elsewhere[card.id], now):
+            continue
         if deferred.get(card.id, 0) > now:
             res.deferred.append({"card": card.ref, "reason": "backoff", "counted": False})
             res.retry_from(deferred[card.id])
@@ -222,6 +229,42 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             _rng.shuffle(window)
             order[at : at + len(window)] = window
     return res
+
+
+def _lanes_elsewhere(
+    tx: Tx, rt: Runtime, cands: list[Candidate], projects: Mapping[int, Project]
+) -> dict[int, str]:
+    """Ready cards of remote projects whose current round has a lane on another live
+    machine: card id -> that machine. Claimed here, the round would start again from the
+    remote's base, without the work made there so far and without its session."""
+    rounds = {
+        c.card.id: c.card.delivery_round
+        for c in cands
+        if not c.stale and (p := projects.get(c.card.project_id)) is not None and p.remote
+    }
+    held = tx.lanes_elsewhere(rounds, rt.machine) if rounds else {}
+    if not held:
+        return {}
+    live = {str(r["machine"]) for r in tx.live_supervisors_everywhere()}
+    return {cid: machine for cid, machine in held.items() if machine in live}
+
+
+def _waits_for_its_lane(rt: Runtime, res: PollResult, card: Card, machine: str, now: int) -> bool:
+    """Leave a card to the machine holding its round's lane, for ``LANE_AFFINITY_MS`` after
+    it went back to todo; then claim it here (its round starts again), said in the log."""
+    until = card.status_since + LANE_AFFINITY_MS
+    if now < until:
+        res.deferred.append({
+            "card": card.ref, "counted": False,
+            "reason": f"its round {card.delivery_round} lane, with the work so far, is on "
+                      f"machine {machine}",
+        })  # fmt: skip
+        res.retry_from(until)
+        return True
+    rt.log.warn("poll", f"its round's lane on machine {machine} was not resumed within "
+                f"{LANE_AFFINITY_MS // MINUTE_MS} min: the round starts again here",
+                card=card.ref)  # fmt: skip
+    return False
 
 
 class Projects(NamedTuple):
