@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from tests.workspace.helpers import ME, commit_file, deliver, git
@@ -410,21 +410,38 @@ def test_a_review_lane_is_cleaned_when_the_review_ends_before_the_work_lands(
     assert os.path.isdir(lane), "b's lane of the work is b's"
 
 
+class Fetched(NamedTuple):
+    """Machines ``a`` and ``b`` on project P with a remote (``bare``, its working clone
+    ``seed``); ``a``'s admitter has fetched its clone once and reuses that fetch, as the
+    admissions within a second of one do."""
+
+    bare: Path
+    seed: Path
+    a: Board
+    b: Board
+    b_clones: str
+    reusing: LaneAdmitter
+
+
+def fetched_before(store: Store, tmp_path: Path) -> Fetched:
+    bare, seed = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    b, b_clones = machine(store, tmp_path, "b")
+    a.add_project(ME, "P", remote=str(bare))
+    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)
+    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    return Fetched(bare, seed, a, b, b_clones, reusing)
+
+
 def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
     store: Store, tmp_path: Path
 ) -> None:
     """A machine that fetched its clone a moment ago (admissions then reuse that fetch) and
     then admits a card whose dependency landed meanwhile from another machine fetches
     again: the dependent card's lane holds its dependency's work."""
-    bare, _ = bare_remote(tmp_path)
-    a, a_clones = machine(store, tmp_path, "a")
-    b, b_clones = machine(store, tmp_path, "b")
-    a.add_project(ME, "P", remote=str(bare))
-    first = a.create_card(ME, "P", "first", acceptance_mode="off")
+    bare, _, a, b, b_clones, reusing = fetched_before(store, tmp_path)
     dep = a.create_card(ME, "P", "the dependency", acceptance_mode="off")
     later = a.create_card(ME, "P", "needs the dependency", depends_on=[dep.ref])
-    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
-    reusing.admit(first, a.project("P"))
     dep_lane = LaneAdmitter(b, clones=b_clones, fetch_within_s=0).admit(dep, b.project("P"))
     claimed = b.claim(ME, dep.ref, holder="worker")
     commit_file(dep_lane, "base.txt", "from the dependency\n", "the dependency's work")
@@ -443,12 +460,7 @@ def test_a_conflict_round_on_a_machine_that_fetched_a_moment_ago_holds_both_side
     again, so its lane starts from the base it must land on with the round merged in."""
     from dataclasses import replace
 
-    bare, seed = bare_remote(tmp_path)
-    a, a_clones = machine(store, tmp_path, "a")
-    b, b_clones = machine(store, tmp_path, "b")
-    a.add_project(ME, "P", remote=str(bare))
-    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
-    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    _, seed, a, b, b_clones, reusing = fetched_before(store, tmp_path)
     card, lane = claimed_on(b, b_clones, acceptance_mode="off")
     mine = commit_file(lane, "README.md", "mine\n", "the work")
     delivered = deliver(b, card)
@@ -500,12 +512,7 @@ def test_a_rework_round_on_a_machine_that_fetched_a_moment_ago_starts_from_its_l
     round's work, not from the bare base."""
     from dataclasses import replace
 
-    bare, _ = bare_remote(tmp_path)
-    a, a_clones = machine(store, tmp_path, "a")
-    b, b_clones = machine(store, tmp_path, "b")
-    a.add_project(ME, "P", remote=str(bare))
-    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)  # one fetch, then reused
-    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    _, _, a, b, b_clones, reusing = fetched_before(store, tmp_path)
     card, lane = claimed_on(b, b_clones, acceptance_mode="auto")
     round1 = commit_file(lane, "work.txt", "round one\n", "the work")
     deliver(b, card)  # verified on b, its lane branch pushed
