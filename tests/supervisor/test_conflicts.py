@@ -118,3 +118,28 @@ def test_a_delivery_that_leaves_the_conflict_markers_is_refused_and_never_lands(
     assert "<<<<<<<" not in _git(repo, "show", "main:shared.txt")
     assert _git(repo, "show", "main:shared.txt") == "a\n"
     store.close()
+
+
+@pytest.mark.timeout(30)
+def test_the_marker_check_reads_only_regular_files_of_the_lane(tmp_path: Path) -> None:
+    """The runtime reads the conflicting files of a conflict round for markers: a file an
+    agent turned into a pipe (whose open would wait forever for a writer) or a link out of
+    its lane is not read, and counts as holding no marker."""
+    import os
+    from dataclasses import replace
+
+    from laneboard.workspace.verify import unresolved_conflicts
+
+    board = Board(open_store(f"sqlite:///{tmp_path / 'board.db'}"))
+    board.add_project(human(), "P")
+    info = {"round": 2, "files": ["pipe.txt", "link.txt", "kept.txt"]}
+    card = replace(board.create_card(human(), "P", "t"), delivery_round=2,
+                   meta={"conflict_resolve": info})  # fmt: skip
+    tmp_path = tmp_path / "lane"
+    tmp_path.mkdir()
+    os.mkfifo(tmp_path / "pipe.txt")
+    outside = tmp_path.parent / "outside.txt"
+    outside.write_text("<<<<<<< HEAD\n")
+    (tmp_path / "link.txt").symlink_to(outside)
+    (tmp_path / "kept.txt").write_text("a\n=======\nb\n")
+    assert unresolved_conflicts(card, str(tmp_path)) == ["kept.txt"]

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import signal
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
@@ -274,15 +275,23 @@ def unresolved_conflicts(card: Card, root: str) -> list[str]:
         return []
     left = []
     for name in [str(f) for f in resolve.get("files") or []]:
-        path = os.path.join(root, name)
-        try:
-            with open(path, "rb") as fh:
-                text = fh.read(4_000_000).decode("utf-8", "replace")
-        except OSError:  # removed or unreadable: nothing of the conflict is left in it
-            continue
-        if any(_MARKER.match(line) for line in text.splitlines()):
+        text = _regular_text(os.path.join(root, name))
+        if text is not None and any(_MARKER.match(line) for line in text.splitlines()):
             left.append(name)
     return left
+
+
+def _regular_text(path: str, limit: int = 4_000_000) -> str | None:
+    """The start of a regular file of the lane; None for anything else (removed, a link,
+    a pipe whose open would wait for a writer, a device): the agent controls the lane."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return fh.read(limit).decode("utf-8", "replace")
 
 
 def _log_dir(lane: Lane, card: Card, directory: str) -> str:
