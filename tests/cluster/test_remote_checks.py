@@ -100,7 +100,7 @@ def test_admission_names_the_fix_when_the_default_branch_goes_missing(
     git(bare, "symbolic-ref", "HEAD", "refs/heads/master")  # and is a missing branch now
     card = a.create_card(ME, "P", "do the thing")
     with pytest.raises(Exception) as err:
-        LaneAdmitter(a, clones=clones, fetch_within_s=0).admit(card, a.project("P"))
+        LaneAdmitter(a, clones=clones).admit(card, a.project("P"))
     said = str(err.value)
     assert "default branch" in said, said
     assert "git symbolic-ref HEAD refs/heads/main" in said, said  # how to set it there

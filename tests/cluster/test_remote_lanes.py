@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ from laneboard.board.service import Board
 from laneboard.domain.model import Card
 from laneboard.errors import LaneboardError
 from laneboard.store import Store
+from laneboard.workspace import remote as rm
 from laneboard.workspace.hooks import install
 from laneboard.workspace.lane_admit import LaneAdmitter
 from laneboard.workspace.lanes import lane_for
@@ -54,7 +56,7 @@ def machine(store: Store, tmp: Path, name: str) -> tuple[Board, str]:
 
 def claimed_on(board: Board, clones: str, **card: Any) -> tuple[Card, str]:
     c = board.create_card(ME, "P", str(card.pop("title", "do the thing")), **card)
-    lane = LaneAdmitter(board, clones=clones, fetch_within_s=0).admit(c, board.project("P"))
+    lane = LaneAdmitter(board, clones=clones).admit(c, board.project("P"))
     return board.claim(ME, c.ref, holder="worker"), lane
 
 
@@ -304,7 +306,7 @@ def test_a_machines_lane_is_cleaned_by_it_after_another_machine_landed_it(
     a = install(Board(store), clones=str(root))
     a.add_project(ME, "P", remote=str(bare))
     c = a.create_card(ME, "P", "do the thing", acceptance_mode="off")
-    lane = LaneAdmitter(a, clones=str(root), fetch_within_s=0, machine="a").admit(c, a.project("P"))
+    lane = LaneAdmitter(a, clones=str(root), machine="a").admit(c, a.project("P"))
     card = a.claim(ME, c.ref, holder="worker")
     commit_file(lane, "feature.txt", "new\n", "the work")
     delivered = deliver(a, card)
@@ -347,14 +349,10 @@ def test_a_machines_lane_record_is_not_swept_by_another_machine(
     board = install(Board(store), clones=str(root))
     board.add_project(ME, "P", remote=str(bare))
     mine = board.create_card(ME, "P", "a's card", acceptance_mode="off")
-    LaneAdmitter(board, clones=str(root), fetch_within_s=0, machine="a").admit(
-        mine, board.project("P")
-    )
+    LaneAdmitter(board, clones=str(root), machine="a").admit(mine, board.project("P"))
     (root / "P").rename(tmp_path / "a-clone")  # machine a's disk, out of b's sight
     other = board.create_card(ME, "P", "b's card", acceptance_mode="off")
-    LaneAdmitter(board, clones=str(root), fetch_within_s=0, machine="b").admit(
-        other, board.project("P")
-    )
+    LaneAdmitter(board, clones=str(root), machine="b").admit(other, board.project("P"))
     assert sweep_lanes(store, clones=str(root), machine="b") == []
     with store.read() as tx:
         assert lane_for(tx, mine.id, 1) is not None, "b dropped a's lane record"
@@ -397,7 +395,7 @@ def test_a_review_lane_is_cleaned_when_the_review_ends_before_the_work_lands(
     with store.read() as tx:
         worked = lane_for(tx, card.id, 1)
     assert worked is not None
-    admitter = LaneAdmitter(a, clones=a_clones, fetch_within_s=0)
+    admitter = LaneAdmitter(a, clones=a_clones)
     review_lane = admitter.admit_review(review, a.project("P"), worked)
     a.claim(ME, review.ref, holder="reviewer")
     a.move(ME, review.ref, "canceled")  # the review ended; P-1 goes on to another round
@@ -412,8 +410,7 @@ def test_a_review_lane_is_cleaned_when_the_review_ends_before_the_work_lands(
 
 class Fetched(NamedTuple):
     """Machines ``a`` and ``b`` on project P with a remote (``bare``, its working clone
-    ``seed``); ``a``'s admitter has fetched its clone once and reuses that fetch, as the
-    admissions within a second of one do."""
+    ``seed``); ``a``'s admitter has fetched its clone once, in a poll pass a moment ago."""
 
     bare: Path
     seed: Path
@@ -428,9 +425,82 @@ def fetched_before(store: Store, tmp_path: Path) -> Fetched:
     a, a_clones = machine(store, tmp_path, "a")
     b, b_clones = machine(store, tmp_path, "b")
     a.add_project(ME, "P", remote=str(bare))
-    reusing = LaneAdmitter(a, clones=a_clones, fetch_within_s=3600)
-    reusing.admit(a.create_card(ME, "P", "first"), a.project("P"))
+    reusing = LaneAdmitter(a, clones=a_clones)
+    in_a_pass(reusing, a.create_card(ME, "P", "first"))
     return Fetched(bare, seed, a, b, b_clones, reusing)
+
+
+def in_a_pass(admitter: LaneAdmitter, *cards: Card) -> list[str]:
+    """Admit ``cards`` as one poll pass does, having read them just now."""
+    project = admitter.board.project("P")
+    with admitter.within_pass({}, time.monotonic()):
+        return [admitter.admit(card, project) for card in cards]
+
+
+def counting_fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The clones fetched from now on, one entry per fetch."""
+    seen: list[str] = []
+    real = rm.fetch
+
+    def fetch(clone: str) -> None:
+        seen.append(clone)
+        real(clone)
+
+    monkeypatch.setattr(rm, "fetch", fetch)
+    return seen
+
+
+def test_a_pass_fetches_a_remote_once_for_the_cards_it_admits(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One poll pass admitting several cards of a project fetches its remote once; the
+    next pass fetches again."""
+    _, _, a, _, _, reusing = fetched_before(store, tmp_path)
+    fetches = counting_fetches(monkeypatch)
+    cards = [a.create_card(ME, "P", f"card {i}") for i in range(3)]
+    in_a_pass(reusing, *cards)
+    assert len(fetches) == 1
+    in_a_pass(reusing, a.create_card(ME, "P", "one more"))
+    assert len(fetches) == 2
+
+
+def test_a_card_made_after_a_push_to_the_base_starts_from_it(store: Store, tmp_path: Path) -> None:
+    """A person pushes to the remote's base, then makes a card: the card's lane holds the
+    push, on a machine that fetched a moment before (it fetches again: its fetch began
+    before the pass read the card)."""
+    _, seed, a, _, _, reusing = fetched_before(store, tmp_path)
+    commit_file(seed, "config.txt", "pushed first\n", "what the card needs")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    (lane,) = in_a_pass(reusing, a.create_card(ME, "P", "uses config.txt"))
+    assert (Path(lane) / "config.txt").read_text() == "pushed first\n"
+
+
+def test_a_fetch_that_began_before_the_cards_were_read_is_not_reused(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch counts from when it began, not when it ended: one still running while a
+    push landed and the pass then read its cards may not hold the push, so the pass's
+    admission fetches again."""
+    bare, seed = bare_remote(tmp_path)
+    a, a_clones = machine(store, tmp_path, "a")
+    a.add_project(ME, "P", remote=str(bare))
+    project = a.project("P")
+    rm.ensure_clone(a_clones, project)
+    real, read_at = rm.g.git, []
+
+    def git_pushed_during_a_fetch(cwd: str, *args: str, **kw: Any) -> Any:
+        got = real(cwd, *args, **kw)
+        if args[:1] == ("fetch",) and not read_at:  # the fetch has read the remote's refs
+            commit_file(seed, "late.txt", "pushed during the fetch\n", "late")
+            git(seed, "push", "-q", "origin", "HEAD:main")
+            read_at.append(time.monotonic())  # then the pass reads its cards
+        return got
+
+    monkeypatch.setattr(rm.g, "git", git_pushed_during_a_fetch)
+    rm.fetch(rm.clone_dir(a_clones, project))
+    assert read_at, "the fetch ran"
+    clone = rm.ensure_clone(a_clones, project, fetched_since=read_at[0])
+    assert git(clone, "show", "origin/main:late.txt") == "pushed during the fetch"
 
 
 def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
@@ -442,13 +512,13 @@ def test_a_card_whose_dependency_just_landed_elsewhere_starts_from_it(
     bare, _, a, b, b_clones, reusing = fetched_before(store, tmp_path)
     dep = a.create_card(ME, "P", "the dependency", acceptance_mode="off")
     later = a.create_card(ME, "P", "needs the dependency", depends_on=[dep.ref])
-    dep_lane = LaneAdmitter(b, clones=b_clones, fetch_within_s=0).admit(dep, b.project("P"))
+    dep_lane = LaneAdmitter(b, clones=b_clones).admit(dep, b.project("P"))
     claimed = b.claim(ME, dep.ref, holder="worker")
     commit_file(dep_lane, "base.txt", "from the dependency\n", "the dependency's work")
     b.move(ME, deliver(b, claimed).ref, "done")  # landed on the remote by machine b
     assert git(bare, "show", "main:base.txt") == "from the dependency"
     (ready,) = [c.card for c in a.candidates(include_unassigned=True) if c.card.id == later.id]
-    lane = reusing.admit(ready, a.project("P"))  # the card as the supervisor's poll reads it
+    (lane,) = in_a_pass(reusing, ready)  # the card as the supervisor's poll reads it
     assert (Path(lane) / "base.txt").read_text() == "from the dependency\n"
 
 
@@ -474,7 +544,7 @@ def test_a_conflict_round_on_a_machine_that_fetched_a_moment_ago_holds_both_side
     again = a.get(card.ref)  # the round the workflow opens for its worker
     again = replace(again, delivery_round=2, meta={
         **again.meta, "conflict_resolve": {**conflict, "round": 2, "from_round": 1}})  # fmt: skip
-    lane2 = reusing.admit(again, a.project("P"))
+    (lane2,) = in_a_pass(reusing, again)
     assert git(lane2, "rev-parse", "HEAD") == theirs
     text = (Path(lane2) / "README.md").read_text()
     assert "<<<<<<<" in text and "mine" in text and "theirs" in text
@@ -497,7 +567,7 @@ def test_a_conflict_round_whose_conflicting_round_is_missing_is_refused(
     info = {"round": 2, "from_round": 1, "onto": "main", "lane_commit": gone, "files": ["x"]}
     again = replace(card, delivery_round=2, meta={"conflict_resolve": info})
     with pytest.raises(AdmissionError) as err:
-        LaneAdmitter(a, clones=a_clones, fetch_within_s=0).admit(again, a.project("P"))
+        LaneAdmitter(a, clones=a_clones).admit(again, a.project("P"))
     assert err.value.code == "WORKSPACE_ERROR"
     assert f"round 1 of {card.ref} (0123456789ab)" in str(err.value)
     lanes = os.path.join(a_clones, "P", ".worktrees")
@@ -517,5 +587,5 @@ def test_a_rework_round_on_a_machine_that_fetched_a_moment_ago_starts_from_its_l
     round1 = commit_file(lane, "work.txt", "round one\n", "the work")
     deliver(b, card)  # verified on b, its lane branch pushed
     again = replace(a.get(card.ref), delivery_round=2)  # a reviewer asked for more
-    lane2 = reusing.admit(again, a.project("P"))
+    (lane2,) = in_a_pass(reusing, again)
     assert git(lane2, "rev-parse", "HEAD") == round1

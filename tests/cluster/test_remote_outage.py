@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 from tests.cluster.test_passes_failover import Hosts
-from tests.cluster.test_remote_lanes import bare_remote
+from tests.cluster.test_remote_lanes import bare_remote, counting_fetches
 from tests.workspace.helpers import ME
 
 from laneboard.domain.status import Status
 from laneboard.supervisor import alerts, poll
 from laneboard.supervisor.runtime import Runtime
 from laneboard.supervisor.status import status_report
-from laneboard.workspace import remote as rm
 from laneboard.workspace.lane_admit import LaneAdmitter
 
 KEY = "project_admission|P|a"
@@ -31,7 +30,6 @@ def host(pg_url: str, tmp_path: Path) -> Iterator[tuple[Runtime, Path]]:
     try:
         a = hosts.runtime("a")
         assert isinstance(a.admitter, LaneAdmitter)
-        a.admitter.fetch_within_s = 0  # every admission fetches (no fetch a second ago counts)
         bare, _ = bare_remote(tmp_path)
         a.board.add_project(ME, "P", remote=str(bare))
         yield a, bare
@@ -48,14 +46,7 @@ def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_o
     away = bare.with_name("moved.git")
     bare.rename(away)
     refs = [a.board.create_card(ME, "P", f"card {i}", assignee="worker").ref for i in range(3)]
-    fetches: list[str] = []
-    real_fetch = rm.fetch
-
-    def counted(clone: str) -> None:
-        fetches.append(clone)
-        real_fetch(clone)
-
-    monkeypatch.setattr(rm, "fetch", counted)
+    fetches = counting_fetches(monkeypatch)
 
     for _ in range(6):  # more than the bound a card's own failures are held at
         res = poll.poll(a)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     )
     if not cands:
         return res
+    fetch_after = time.monotonic()  # a remote fetched since holds what these cards need
     not_claiming: set[int] = set()
     with rt.store.autocommit() as tx:  # each read stands alone: the claim checks the card
         deferred = records.deferred_until(tx)
@@ -217,8 +219,8 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             continue
         lost = res.lost
         was_deferred = card.id in deferred
-        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored), res, read_at,
-                     was_deferred):  # fmt: skip
+        if _dispatch(rt, cand, role.id, kind, Projects(projects, stored, fetch_after), res,
+                     read_at, was_deferred):  # fmt: skip
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
         elif res.lost > lost:
@@ -268,10 +270,12 @@ def _waits_for_its_lane(rt: Runtime, res: PollResult, card: Card, machine: str, 
 
 
 class Projects(NamedTuple):
-    """A poll pass's one read of the projects: each by id, and its board settings."""
+    """A poll pass's one read of the projects: each by id, and its board settings; and
+    when (``time.monotonic``) the pass had read its ready cards."""
 
     by_id: dict[int, Any]
     settings: Mapping[int, Mapping[str, Any]]
+    read_at: float
 
 
 def _dispatch(
@@ -288,7 +292,7 @@ def _dispatch(
         if project is None:
             raise AdmissionError(f"project {card.project_id} is missing")
         assert rt.admitter is not None
-        with _settings_of_pass(rt, projects.settings):
+        with _within_pass(rt, projects):
             if review_target_of(card) is not None:
                 target = review_target(rt, card, project)
             else:
@@ -364,11 +368,9 @@ def _dispatch(
     return True
 
 
-def _settings_of_pass(
-    rt: Runtime, stored: Mapping[int, Mapping[str, Any]]
-) -> AbstractContextManager[None]:
+def _within_pass(rt: Runtime, projects: Projects) -> AbstractContextManager[None]:
     if isinstance(rt.admitter, LaneAdmitter):
-        return rt.admitter.settings_from(stored)
+        return rt.admitter.within_pass(projects.settings, projects.read_at)
     return nullcontext()
 
 

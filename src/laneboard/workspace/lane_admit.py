@@ -60,13 +60,11 @@ class LaneAdmitter:
         warn: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         clones: str | None = None,
-        fetch_within_s: float = rm.FRESH_S,
         machine: str | None = None,
     ) -> None:
         self.board = board
         self.clones = clones
         self.machine = machine or rm.this_machine()  # named in the lanes it records
-        self.fetch_within_s = fetch_within_s  # a remote fetched this recently is not again
         self._mine: dict[int, Lane] = {}  # card id -> the lane admitted here (a remote's)
         self.store: Store = board.store
         self.warn = warn or log.warning
@@ -74,6 +72,7 @@ class LaneAdmitter:
         self._monotonic = monotonic
         self._checkouts: dict[str, tuple[float, str | None]] = {}
         self._stored: Mapping[int, Mapping[str, Any]] = {}  # one poll pass's board settings
+        self._read_at: float | None = None  # when that pass had read its cards (monotonic)
 
     def primary_checkout(self, path: str) -> str | None:
         """``git.primary_checkout``, remembered for a couple of seconds per directory."""
@@ -111,8 +110,7 @@ class LaneAdmitter:
     def _admit_remote(self, card: Card, project: Project) -> str:
         """A lane in this machine's clone of the remote, from the remote's base."""
         clone = rm.clone_dir(self.clones, project)
-        fresh_s = 0.0 if self._must_fetch(card) else self.fetch_within_s
-        repo = self._clone(project, clone, fresh_s)
+        repo = self._clone(project, clone, self._read_at)
         try:
             cfg = self.settings(replace(project, path=repo))  # its file, as the remote has it
             lane = self._lane(card, project, repo, cfg, remote=True)
@@ -126,23 +124,10 @@ class LaneAdmitter:
             ) from None
         return lane.path
 
-    def _must_fetch(self, card: Card) -> bool:
-        """Whether the lane needs the remote as it is now, not as fetched a moment ago: a
-        card with dependencies (one may have landed from another machine since, and the
-        lane must hold its work) or a later round (a rework starts from the earlier round's
-        branch, which another machine may have pushed since; a round resolving a landing
-        conflict, from the base it must land on with that round merged in). The
-        dependencies are read from the board: a ready card as the poll reads it does not
-        carry them."""
-        if card.depends_on or card.delivery_round > 1:
-            return True
-        with self.store.autocommit() as tx:  # one statement
-            return bool(tx.dependencies_of([card.id]))
-
     def admit_review(self, review: Card, project: Project, reviewed: Lane) -> str:
         """A review of a lane another machine ran, on this machine: a lane of the review card
         in this machine's clone, at the round's verified commit as pushed to the remote."""
-        repo = self._clone(project, rm.clone_dir(self.clones, project), 0.0)
+        repo = self._clone(project, rm.clone_dir(self.clones, project), None)
         try:
             commit = delivered_commit(self.store, reviewed.card_id, reviewed.round)
             if commit is None and g.resolves(repo, rm.tracking(reviewed.branch)):
@@ -169,14 +154,15 @@ class LaneAdmitter:
                 f"project {project.key}'s remote {project.remote}: {exc}", code="WORKSPACE_ERROR"
             ) from None
 
-    def _clone(self, project: Project, clone: str, fresh_s: float) -> str:
-        """This machine's clone of the project's remote, fetched (``remote.ensure_clone``).
+    def _clone(self, project: Project, clone: str, read_at: float | None) -> str:
+        """This machine's clone of the project's remote, fetched (``remote.ensure_clone``)
+        unless a fetch started after ``read_at`` (None: fetched now).
         A remote that cannot be cloned or fetched, or has no base to start from, is the
         project's failure, not a card's: it is not counted toward any card's bound."""
         try:
             declared = self.settings(replace(project, path=clone)).get("base_ref")
             return rm.ensure_clone(
-                self.clones, project, str(declared) if declared else None, fresh_s=fresh_s
+                self.clones, project, str(declared) if declared else None, fetched_since=read_at
             )
         except g.GitError as exc:
             raise AdmissionError(
@@ -192,14 +178,26 @@ class LaneAdmitter:
             ) from None
 
     @contextmanager
-    def settings_from(self, stored: Mapping[int, Mapping[str, Any]]) -> Iterator[None]:
-        """Admissions within take a project's board settings from ``stored`` — a poll pass's
-        one read of every project — rather than reading them per card."""
-        was, self._stored = self._stored, stored
+    def within_pass(
+        self, stored: Mapping[int, Mapping[str, Any]], read_at: float
+    ) -> Iterator[None]:
+        """Admissions of one poll pass: a project's board settings come from ``stored`` —
+        the pass's one read of every project — rather than a read per card, and a remote
+        fetched since ``read_at`` (``time.monotonic()`` once the pass had read its ready
+        cards) is not fetched again.
+
+        Whatever a card read then as ready needs from the remote was pushed before that
+        read: a dependency's landing, before the dependency was done; an earlier round's
+        lane branch, before that round was delivered; the round a conflict round merges
+        in, before the conflict was recorded; a person's push, before the card was made. A
+        fetch that started after the read holds it all; an older one may not, however
+        recent. Admissions outside a pass always fetch."""
+        was = self._stored, self._read_at
+        self._stored, self._read_at = stored, read_at
         try:
             yield
         finally:
-            self._stored = was
+            self._stored, self._read_at = was
 
     def settings(self, project: Project) -> dict[str, Any]:
         """The project's resolved settings; a bad project file defers its cards uncounted."""

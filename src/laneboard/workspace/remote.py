@@ -232,22 +232,30 @@ def locked(clone: str) -> Iterator[None]:
 
 
 # -- the clone -----------------------------------------------------------------------------
-FRESH_S = 1.0  # admissions within this long of a fetch reuse it (one poll admits several)
+# when (``time.monotonic``) each clone's newest fetch of this process started; a fetch holds
+# what the remote had at its start at least, so one that started after an event holds it
 _fetched: dict[str, float] = {}
 
 
 def ensure_clone(
-    root: str | None, project: Project, declared: str | None = None, *, fresh_s: float = 0.0
+    root: str | None,
+    project: Project,
+    declared: str | None = None,
+    *,
+    fetched_since: float | None = None,
 ) -> str:
-    """This machine's clone of the project's remote, fetched now (or within ``fresh_s``),
-    its checked-out branch at the remote's base. Returns its path."""
+    """This machine's clone of the project's remote, its checked-out branch at the remote's
+    base. Returns its path. Fetched now, unless a fetch of it started at or after
+    ``fetched_since`` (a ``time.monotonic`` value): that one holds everything pushed
+    before then and is reused."""
     assert project.remote, f"project {project.key} has no remote"
     path = clone_dir(root, project)
     with locked(path):
         if not is_clone(path):
+            started = time.monotonic()
             _clone(project.remote, path)
-            _fetched[os.path.realpath(path)] = time.monotonic()
-        elif time.monotonic() - _fetched.get(os.path.realpath(path), -1e9) >= fresh_s:
+            _fetched[os.path.realpath(path)] = started
+        elif fetched_since is None or _fetched.get(os.path.realpath(path), -1e18) < fetched_since:
             url = g.git(path, "remote", "get-url", ORIGIN, check=False).out.strip()
             if url != project.remote:
                 g.git(path, "remote", "set-url", ORIGIN, project.remote)
@@ -282,8 +290,9 @@ def _clone(remote: str, path: str) -> None:
 def fetch(clone: str) -> None:
     """Every branch of the remote as ``refs/remotes/origin/*`` (lane branches included)."""
     with locked(clone):
+        started = time.monotonic()
         g.git(clone, "fetch", "-q", "--prune", "--no-tags", ORIGIN)
-        _fetched[os.path.realpath(clone)] = time.monotonic()
+        _fetched[os.path.realpath(clone)] = started
 
 
 def base_branch(clone: str, declared: str | None, key: str = "KEY") -> str:
