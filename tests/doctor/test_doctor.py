@@ -125,7 +125,7 @@ def test_looping_cards(board: Board, clock: FakeClock, tmp_path: Path) -> None:
         for _ in range(3):
             t = records.start_turn(tx, None, failing.id, 1, None, "scripted", None, "p")
             records.finish_turn(tx, t, "failed", final_text="", error="boom", exit_code=1, usage={})
-        records.record_deferral(tx, deferred.id, 3, tx.now() + 60_000, "lane missing")
+        records.record_deferral(tx, deferred.id, "m", 3, tx.now() + 60_000, "lane missing")
         row = records.enqueue(
             tx, "question", asked.id, "director", asked.project_id, "m#director",
             str(tmp_path), 1, 1, {"question": 1},

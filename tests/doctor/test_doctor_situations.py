@@ -229,7 +229,7 @@ def failed_turns(d: Doc, at: bool) -> str:
 def deferrals(d: Doc, at: bool) -> str:
     c = d.board.create_card(ME, "D", "cannot be admitted", assignee="worker")
     with d.store.write() as tx:
-        records.record_deferral(tx, c.id, 3 if at else 2, tx.now() + 60_000, "lane missing")
+        records.record_deferral(tx, c.id, "m", 3 if at else 2, tx.now() + 60_000, "lane missing")
     return c.ref
 
 

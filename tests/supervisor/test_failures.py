@@ -178,7 +178,7 @@ def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_
     for _ in range(3):  # two at once, then the third failure starts the backoff
         assert ticker.tick(force=True).state == "ran"
     with store.read() as tx:
-        row = records.deferral(tx, board.get(ref).id)
+        row = records.deferral(tx, board.get(ref).id, rt.machine)
     assert row is not None and int(row["failures"]) == 3
     next_at = int(row["next_at"])
     assert next_at - clock.now_ms() > backoff_ms(3) - 5_000
@@ -189,7 +189,7 @@ def test_a_backed_off_card_is_retried_when_its_backoff_ends(store_url: str, tmp_
     clock.advance(seconds=(next_at - clock.now_ms()) / 1000 + 1)
     assert ticker.tick().state == "ran"  # due: the retry runs without any news
     with store.read() as tx:
-        row = records.deferral(tx, board.get(ref).id)
+        row = records.deferral(tx, board.get(ref).id, rt.machine)
     assert row is not None and int(row["failures"]) == 4
     assert ticker.next_due_ms <= int(row["next_at"]) + 1_000
     store.close()

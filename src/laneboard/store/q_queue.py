@@ -419,35 +419,51 @@ class QueueQueries(Queries):
             (session_row, limit),
         )[::-1]
 
-    # -- deferrals -----------------------------------------------------------------------
-    def deferral(self, card_id: int) -> Row | None:
-        return self.one("SELECT * FROM deferrals WHERE card_id = ?", (card_id,))
+    # -- deferrals: one row per card and machine ----------------------------------------
+    def deferral(self, card_id: int, machine: str) -> Row | None:
+        return self.one(
+            "SELECT * FROM deferrals WHERE card_id = ? AND machine = ?", (card_id, machine)
+        )
 
-    def deferred_until(self) -> dict[int, int]:
+    def deferred_until(self, machine: str) -> dict[int, int]:
+        """When ``machine`` may next try each card it deferred."""
         return {
             int(r["card_id"]): int(r["next_at"])
-            for r in self.all("SELECT card_id, next_at FROM deferrals")
+            for r in self.all(
+                "SELECT card_id, next_at FROM deferrals WHERE machine = ?", (machine,)
+            )
         }
 
-    def insert_deferral(self, card_id: int, failures: int, next_at: int, error: str) -> None:
+    def deferral_failures(self, card_id: int) -> dict[str, int]:
+        """How often each machine failed to admit the card, by machine."""
+        rows = self.all("SELECT machine, failures FROM deferrals WHERE card_id = ?", (card_id,))
+        return {str(r["machine"]): int(r["failures"]) for r in rows}
+
+    def insert_deferral(
+        self, card_id: int, machine: str, failures: int, next_at: int, error: str
+    ) -> None:
         self.run(
-            "INSERT INTO deferrals (card_id, failures, next_at, last_error, updated_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (card_id, failures, next_at, error, self.now()),
+            "INSERT INTO deferrals (card_id, machine, failures, next_at, last_error, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (card_id, machine, failures, next_at, error, self.now()),
         )
 
-    def update_deferral(self, card_id: int, failures: int, next_at: int, error: str) -> None:
+    def update_deferral(
+        self, card_id: int, machine: str, failures: int, next_at: int, error: str
+    ) -> None:
         self.run(
             "UPDATE deferrals SET failures = ?, next_at = ?, last_error = ?, updated_at = ? "
-            "WHERE card_id = ?",
-            (failures, next_at, error, self.now(), card_id),
+            "WHERE card_id = ? AND machine = ?",
+            (failures, next_at, error, self.now(), card_id, machine),
         )
 
-    def clear_deferral(self, card_id: int) -> None:
-        self.run("DELETE FROM deferrals WHERE card_id = ?", (card_id,))
+    def clear_deferral(self, card_id: int) -> bool:
+        """End every machine's deferral of the card (it was claimed, or held); whether it
+        had any."""
+        return self.run("DELETE FROM deferrals WHERE card_id = ?", (card_id,)) > 0
 
     def deferrals(self) -> list[Row]:
-        return self.all("SELECT * FROM deferrals ORDER BY card_id")
+        return self.all("SELECT * FROM deferrals ORDER BY card_id, machine")
 
     def card_refs(self, ids: Iterable[int]) -> dict[int, str]:
         """The refs of the cards ``ids`` (those that exist), by id."""

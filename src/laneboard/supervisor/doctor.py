@@ -182,7 +182,12 @@ def doctor_report(
         cid = int(d["card_id"])
         if cid not in terminal:
             looping["deferrals"].append(
-                {"card": ref(cid), "failures": int(d["failures"]), "last_error": d["last_error"]}
+                {
+                    "card": ref(cid),
+                    "machine": d["machine"],
+                    "failures": int(d["failures"]),
+                    "last_error": d["last_error"],
+                }
             )
     looping_total = len({item["card"] for items in looping.values() for item in items})
 

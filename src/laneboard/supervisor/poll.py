@@ -40,6 +40,9 @@ REREAD_MS = 50  # a candidate is read again before its admission after this long
 SPREAD = 2  # after a lost claim: the next candidates its budget covers, and this many more,
 _rng = random.Random()  # are taken in a random order
 HOLD_AT = 5
+# a remote project's card one machine failed to admit HOLD_AT times is left to the other
+# live machines until its failures here reach this (its backoff doubling: about an hour)
+LEAVE_UNTIL = 2 * HOLD_AT
 BASE_BACKOFF_MS = 30_000
 # a failure of a card's project, not the card (its remote cannot be fetched, its settings
 # file is broken): counted toward no card; the poll tries again this long after
@@ -150,7 +153,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     fetch_after = time.monotonic()  # a remote fetched since holds what these cards need
     not_claiming: set[int] = set()
     with rt.store.autocommit() as tx:  # each read stands alone: the claim checks the card
-        deferred = records.deferred_until(tx)
+        deferred = records.deferred_until(tx, rt.machine)  # this machine's own
         busy = records.active_card_ids(tx)
         if any(c.card.run_id is not None for c in cands):
             not_claiming = set(tx.run_ids_not_claiming(tuple(s.value for s in CLAIMING)))
@@ -218,9 +221,8 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             budget -= 1
             continue
         lost = res.lost
-        was_deferred = card.id in deferred
         if _dispatch(rt, cand, role.id, kind, Projects(projects, stored, fetch_after), res,
-                     read_at, was_deferred):  # fmt: skip
+                     read_at):  # fmt: skip
             budget -= 1
             per_project[card.project_id] = per_project.get(card.project_id, 0) + 1
         elif res.lost > lost:
@@ -280,10 +282,10 @@ class Projects(NamedTuple):
 
 def _dispatch(
     rt: Runtime, cand: Candidate, role: str, kind: str, projects: Projects, res: PollResult,
-    read_at: int, was_deferred: bool = False,
+    read_at: int,
 ) -> bool:  # fmt: skip
-    """Admit, claim and enqueue one candidate; False when it was not. ``was_deferred``: the
-    card's admission failed before (its deferral and admission alert end with the claim)."""
+    """Admit, claim and enqueue one candidate; False when it was not. A card whose admission
+    failed before, here or elsewhere, ends its deferrals and admission alert with the claim."""
     card = cand.card
     project = projects.by_id.get(card.project_id)
     if rt.now() - read_at >= REREAD_MS and _moved_since(rt, card):
@@ -306,7 +308,7 @@ def _dispatch(
             if project is not None:
                 code = exc.code if isinstance(exc, AdmissionError) else "WORKSPACE_ERROR"
                 admission_alerts.failing(rt, project, str(exc), code, PROJECT_RETRY_MS // 1000)
-        _defer(rt, card.id, card.ref, str(exc), scoped, res)
+        _defer(rt, card.id, card.ref, str(exc), scoped, res, bool(project and project.remote))
         return False
     admission_alerts.admitted(rt, project)
     try:
@@ -335,8 +337,9 @@ def _dispatch(
                 raise LaneboardError(
                     "CONFLICT", f"{card.ref} already has a live handoff", "nothing to do"
                 )
-            records.clear_deferral(tx, card.id)  # even one another machine wrote just now
-            if was_deferred:  # its admission alert, if any, is over: a next one is sent
+            # every machine's, even one written just now; then its admission alert, if any, is
+            # over: a next one is sent
+            if records.clear_deferral(tx, card.id):
                 clear_alert(tx, f"admission|{card.ref}")
             tx.append_event(
                 "dispatch.enqueued",
@@ -476,18 +479,28 @@ def no_resident(rt: Runtime) -> None:
         )  # fmt: skip
 
 
-def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: PollResult) -> None:
+def _defer(
+    rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: PollResult, remote: bool
+) -> None:
+    """Count a failed admission on this machine's own deferral of the card (``scoped``: a
+    failure of the card, not of its project), back off, and hold the card at ``HOLD_AT``.
+
+    A card of a project with a remote can be admitted on any machine of the cluster: one
+    machine's failures (its disk, its clone) back off only that machine, and hold the card
+    only once every live machine has failed ``HOLD_AT`` times; until then it is left to the
+    others (``_others_may_admit``), for at most ``LEAVE_UNTIL`` failures here (a machine
+    that never tries it — its roles do not take it — does not keep it from a person)."""
     entry: dict[str, Any] = {"card": ref, "reason": error, "counted": scoped}
     res.deferred.append(entry)
     rt.log.warn("poll", f"admission deferred: {error}", card=ref)
     if not scoped:
         return
     with rt.store.write() as tx:
-        prev = records.deferral(tx, card_id)
+        prev = records.deferral(tx, card_id, rt.machine)
         failures = (int(prev["failures"]) if prev else 0) + 1
         entry["failures"] = failures
         next_at = tx.now() + backoff_ms(failures)
-        records.record_deferral(tx, card_id, failures, next_at, error)
+        records.record_deferral(tx, card_id, rt.machine, failures, next_at, error)
         res.retry_from(next_at)
         card = tx.card(card_id)
         tx.append_event(
@@ -495,12 +508,14 @@ def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: P
             rt.actor,
             card_id=card_id,
             project_id=card.project_id if card else None,
-            payload={"failures": failures, "error": error},
+            payload={"failures": failures, "error": error, "machine": rt.machine},
         )
         if failures == BACKOFF_FROM and card is not None:  # the backoff starts: say so
             note = (
-                f"laneboard could not prepare {card.ref} {failures} times (last: {error}); "
-                f"it now retries with a backoff and holds the card at the {HOLD_AT}th failure."
+                f"laneboard could not prepare {card.ref} {failures} times on machine "
+                f"{rt.machine} (last: {error}); it now retries with a backoff and holds the "
+                f"card at the {HOLD_AT}th failure"
+                + (" of every machine of the cluster." if remote else ".")
             )
             tx.insert_comment(card_id, CommentKind.NOTE.value, note, rt.actor)
             raise_alert(
@@ -509,10 +524,17 @@ def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: P
                 f"failures={failures}",
                 "warning",
                 {"alert": "admission_failing", "card": card.ref, "failures": failures,
-                 "error": error, "hold_at": HOLD_AT},
+                 "error": error, "hold_at": HOLD_AT, "machine": rt.machine},
                 actor=rt.actor, card_id=card_id, project_id=card.project_id,
             )  # fmt: skip
         if failures >= HOLD_AT and card is not None:
+            others = _others_may_admit(tx, rt, card_id) if remote else []
+            if others and failures < LEAVE_UNTIL:
+                entry["left_to"] = others
+                if failures == HOLD_AT:
+                    rt.log.warn("poll", f"admission failed {failures} times here: the card is "
+                                f"left to machine(s) {', '.join(others)}", card=ref)  # fmt: skip
+                return
             place_hold(
                 rt,
                 tx,
@@ -523,3 +545,11 @@ def _defer(rt: Runtime, card_id: int, ref: str, error: str, scoped: bool, res: P
             )
             records.clear_deferral(tx, card_id)
             res.held.append(ref)
+
+
+def _others_may_admit(tx: Tx, rt: Runtime, card_id: int) -> list[str]:
+    """The other live machines of the cluster that have not yet failed ``HOLD_AT`` times
+    to admit the card (a stopped or fenced machine is not live)."""
+    failed = records.deferral_failures(tx, card_id)
+    live = {str(r["machine"]) for r in tx.live_supervisors_everywhere()}
+    return sorted(m for m in live - {rt.machine} if failed.get(m, 0) < HOLD_AT)

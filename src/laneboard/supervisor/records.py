@@ -289,24 +289,31 @@ def session_transcript(tx: Tx, session_row: int, limit: int = 12) -> list[Row]:
     return tx.session_transcript(session_row, limit)
 
 
-# -- deferrals ------------------------------------------------------------------------
-def deferral(tx: Tx, card_id: int) -> Row | None:
-    return tx.deferral(card_id)
+# -- deferrals (per card and machine) ---------------------------------------------------
+def deferral(tx: Tx, card_id: int, machine: str) -> Row | None:
+    return tx.deferral(card_id, machine)
 
 
-def deferred_until(tx: Tx) -> dict[int, int]:
-    return tx.deferred_until()
+def deferred_until(tx: Tx, machine: str) -> dict[int, int]:
+    return tx.deferred_until(machine)
 
 
-def record_deferral(tx: Tx, card_id: int, failures: int, next_at: int, error: str) -> None:
-    if deferral(tx, card_id) is None:
-        tx.insert_deferral(card_id, failures, next_at, error)
+def record_deferral(
+    tx: Tx, card_id: int, machine: str, failures: int, next_at: int, error: str
+) -> None:
+    if deferral(tx, card_id, machine) is None:
+        tx.insert_deferral(card_id, machine, failures, next_at, error)
     else:
-        tx.update_deferral(card_id, failures, next_at, error)
+        tx.update_deferral(card_id, machine, failures, next_at, error)
 
 
-def clear_deferral(tx: Tx, card_id: int) -> None:
-    tx.clear_deferral(card_id)
+def deferral_failures(tx: Tx, card_id: int) -> dict[str, int]:
+    return tx.deferral_failures(card_id)
+
+
+def clear_deferral(tx: Tx, card_id: int) -> bool:
+    """End every machine's deferral of the card; whether it had any."""
+    return tx.clear_deferral(card_id)
 
 
 def deferrals(tx: Tx) -> list[Row]:

@@ -88,8 +88,8 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append("deferrals")
         for d in report["deferrals"]:
             lines.append(
-                f"  card {d.get('card') or d['card_id']} failures {d['failures']} "
-                f"next {d['next_at']}: "
+                f"  card {d.get('card') or d['card_id']} on {d.get('machine') or '?'} "
+                f"failures {d['failures']} next {d['next_at']}: "
                 f"{d['last_error']}"
             )
     lines.extend(cluster_lines(report))

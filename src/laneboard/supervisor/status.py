@@ -104,6 +104,7 @@ def status_report(
             {
                 "card_id": d["card_id"],
                 "card": refs.get(d["card_id"]),
+                "machine": d["machine"],
                 "failures": d["failures"],
                 "next_at": iso(d["next_at"]),
                 "last_error": d["last_error"],
