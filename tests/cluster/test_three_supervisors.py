@@ -139,6 +139,28 @@ def _card_meta(i: int) -> tuple[str, dict[str, Any]]:
 def test_three_hosts_drain_the_board_through_a_kill_and_a_lost_listener(
     pg_url: str, tmp_path: Path
 ) -> None:
+    try:
+        _drain_three_hosts(pg_url, tmp_path)
+    except BaseException:
+        _show_the_logs(tmp_path)  # printed with the failure: its temporary files go soon
+        raise
+
+
+def _show_the_logs(tmp: Path) -> None:
+    """Each host's warnings and errors, and the end of its output."""
+    for n in (1, 2, 3):
+        log = tmp / f"host{n}" / "state" / "laneboard" / "supervisor.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        said = [line for line in lines if "level=warn" in line or "level=error" in line]
+        print(f"== host{n}: {len(said)} warnings and errors of {len(lines)} log lines")
+        print("\n".join(said[-60:]))
+        out = tmp / f"host{n}.log"
+        if out.exists():
+            print(f"== host{n}: the end of its output")
+            print("\n".join(out.read_text(errors="replace").splitlines()[-20:]))
+
+
+def _drain_three_hosts(pg_url: str, tmp_path: Path) -> None:
     schema = pg_url.rsplit("%3D", 1)[1]
     store = open_store(pg_url)
     board = Board(store)
