@@ -15,6 +15,7 @@ from tests.cluster.test_passes_failover import Hosts
 from tests.cluster.test_remote_lanes import bare_remote, counting_fetches
 from tests.workspace.helpers import ME
 
+from laneboard.domain.clock import FakeClock
 from laneboard.domain.status import Status
 from laneboard.supervisor import alerts, poll
 from laneboard.supervisor.runtime import Runtime
@@ -54,7 +55,8 @@ def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_o
         assert {d["card"] for d in res.deferred} == set(refs)
         assert not any(d["counted"] for d in res.deferred), res.deferred
         assert res.retry_at is not None and res.retry_at - a.now() <= poll.PROJECT_RETRY_MS
-    assert len(fetches) == 6, "one fetch per pass, not one per card"
+        advance(a, poll.PROJECT_RETRY_MS)
+    assert len(fetches) == 6, "one fetch per retry, not one per card"
     for ref in refs:
         card = a.board.get(ref)
         assert card.status is Status.TODO and not card.meta.get("hold_reason"), ref
@@ -68,11 +70,49 @@ def test_an_unreachable_remote_defers_the_projects_cards_uncounted_and_says_so_o
     assert health["state"] == "degraded"
     assert any("machine a cannot prepare cards of P" in r for r in health["reasons"]), health
 
-    away.rename(bare)  # the remote is back
+    away.rename(bare)  # the remote is back (its next try is due)
     assert sorted(poll.poll(a).claimed) == sorted(refs)
     with a.store.read() as tx:
         assert alerts.alert(tx, KEY) is None, "the alert outlived the outage"
     assert status_report(a.store, machine="a")["projects_failing"] == []
+
+
+def advance(rt: Runtime, ms: int) -> None:
+    clock = rt.store.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(ms)
+
+
+def test_a_remote_that_failed_is_not_tried_again_before_its_retry_whatever_wakes_the_poll(
+    host: tuple[Runtime, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote that does not answer holds a fetch for its whole timeout: each wake-up of
+    the poll (every event on the board) tried it again, and every other project's cards
+    waited behind it. Within ``PROJECT_RETRY_MS`` of a failure its cards wait without a
+    try; the other projects' cards are claimed at once."""
+    a, bare = host
+    (tmp_path / "here").mkdir()
+    a.board.add_project(ME, "H", path=str(tmp_path / "here"))
+    first = a.board.create_card(ME, "P", "before", assignee="worker")
+    assert poll.poll(a).claimed == [first.ref]  # this machine's clone exists
+    waiting = a.board.create_card(ME, "P", "on the remote", assignee="worker")
+    bare.rename(bare.with_name("moved.git"))
+    fetches = counting_fetches(monkeypatch)
+    assert poll.poll(a).claimed == []
+    tried = len(fetches)
+    assert tried == 1
+    for i in range(3):  # news wakes the poll again and again within the retry's wait
+        other = a.board.create_card(ME, "H", f"elsewhere {i}", assignee="worker")
+        res = poll.poll(a)
+        assert res.claimed == [other.ref], res.to_dict()
+        assert [d["card"] for d in res.deferred] == [waiting.ref]
+        assert "moved.git" not in res.deferred[0]["reason"] and not res.deferred[0]["counted"]
+        assert res.retry_at is not None and res.retry_at <= a.now() + poll.PROJECT_RETRY_MS
+        advance(a, poll.PROJECT_RETRY_MS // 4)
+    assert len(fetches) == tried, "the failing remote was fetched again before its retry"
+    advance(a, poll.PROJECT_RETRY_MS)
+    assert poll.poll(a).claimed == []
+    assert len(fetches) == tried + 1, "tried again once its retry is due"
 
 
 def test_a_machine_without_a_projects_directory_never_counts_against_its_cards(

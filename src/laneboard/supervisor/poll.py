@@ -160,6 +160,7 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
             not_claiming |= tx.orchestrated_run_ids()  # lb orchestrate dispatches their cards
         now = tx.now()
         elsewhere = _lanes_elsewhere(tx, rt, cands, projects)
+    _remotes_still_failing(rt, res, now)
     caps: dict[int, int] = {}
     order, at = list(cands), 0
     while at < len(order):
@@ -235,6 +236,19 @@ def poll(rt: Runtime, *, dry_run: bool = False) -> PollResult:
     return res
 
 
+def _remotes_still_failing(rt: Runtime, res: PollResult, now: int) -> None:
+    """The projects whose remote this machine failed to clone or fetch less than
+    ``PROJECT_RETRY_MS`` ago: their cards wait, uncounted, without another try until then
+    (a remote that does not answer holds a fetch for its whole timeout, and the pass with
+    it: every other project's cards would wait behind it at each wake-up)."""
+    for pid, (until, why) in list(rt.remote_failing.items()):
+        if now >= until:
+            del rt.remote_failing[pid]
+        else:
+            res.failing[pid] = why
+            res.retry_from(until)
+
+
 def _lanes_elsewhere(
     tx: Tx, rt: Runtime, cands: list[Candidate], projects: Mapping[int, Project]
 ) -> dict[int, str]:
@@ -305,11 +319,14 @@ def _dispatch(
         if not scoped:  # the project's failure: its other cards wait without a try
             res.failing[card.project_id] = str(exc)
             res.retry_from(rt.now() + PROJECT_RETRY_MS)
+            if isinstance(exc, AdmissionError) and exc.remote:
+                rt.remote_failing[card.project_id] = (rt.now() + PROJECT_RETRY_MS, str(exc))
             if project is not None:
                 code = exc.code if isinstance(exc, AdmissionError) else "WORKSPACE_ERROR"
                 admission_alerts.failing(rt, project, str(exc), code, PROJECT_RETRY_MS // 1000)
         _defer(rt, card.id, card.ref, str(exc), scoped, res, bool(project and project.remote))
         return False
+    rt.remote_failing.pop(card.project_id, None)
     admission_alerts.admitted(rt, project)
     try:
         with rt.store.write() as tx:

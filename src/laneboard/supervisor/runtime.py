@@ -52,6 +52,9 @@ class Runtime:
     # project id -> whether this machine raised its project_admission alert (absent: not
     # known since the start; ``admission_alerts``)
     project_alerts: dict[int, bool] = field(default_factory=dict)
+    # project id -> (when the poll tries it again, why): a remote this machine could not
+    # clone or fetch is not tried again before then, whatever wakes the poll sooner
+    remote_failing: dict[int, tuple[int, str]] = field(default_factory=dict)
     # when the lanes the clean-up and the sweep kept, and the landings the lanes pass was
     # refused, are looked at again (``land.LaneRechecks``)
     lane_rechecks: LaneRechecks = field(init=False)

@@ -9,12 +9,19 @@ from laneboard.domain.model import Card, Project
 
 
 class AdmissionError(Exception):
-    """The card cannot be admitted now. ``card_scoped`` failures count toward its bound."""
+    """The card cannot be admitted now. ``card_scoped`` failures count toward its bound;
+    ``remote``: the project's remote could not be cloned or fetched (the poll does not try
+    that project again on this machine for a while: an unreachable remote may take a
+    fetch's whole timeout to say so)."""
 
-    def __init__(self, message: str, *, card_scoped: bool = True, code: str = "ADMISSION") -> None:
+    def __init__(
+        self, message: str, *, card_scoped: bool = True, code: str = "ADMISSION",
+        remote: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.card_scoped = card_scoped
         self.code = code
+        self.remote = remote
 
 
 class Admitter(Protocol):

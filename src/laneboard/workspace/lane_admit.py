@@ -169,6 +169,7 @@ class LaneAdmitter:
                 f"project {project.key}'s remote {project.remote}: {exc}",
                 card_scoped=False,
                 code="WORKSPACE_ERROR",
+                remote=True,
             ) from None
         except OSError as exc:
             raise AdmissionError(
