@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from dataclasses import dataclass
 
@@ -49,6 +51,17 @@ class GitResult:
         return text[-1] if text else f"exit {self.code}"
 
 
+# git and the ssh it runs never ask anything, whether laneboard runs in a terminal or not: a
+# question nobody sees would hold the supervisor until the timeout. Stored credentials (a
+# credential helper, an ssh key or agent, the user's core.sshCommand) are used as usual; a
+# host key or a passphrase that needs a person fails at once instead.
+NEVER_ASK = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "SSH_ASKPASS_REQUIRE": "never",
+    "GCM_INTERACTIVE": "never",
+}
+
+
 def git(
     cwd: str,
     *args: str,
@@ -63,22 +76,15 @@ def git(
     a timeout always raises (with ``probe_failed`` set).
     """
     full_env = dict(os.environ if env is None else env)
-    full_env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    for k, v in NEVER_ASK.items():
+        full_env.setdefault(k, v)
     for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         full_env.pop(k, None)
     if identity and not _has_identity(cwd, full_env):
         for k, v in FALLBACK_IDENTITY.items():
             full_env.setdefault(k, v)
     try:
-        proc = subprocess.run(
-            ["git", *NO_HOOKS, *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=full_env,
-            stdin=subprocess.DEVNULL,
-        )
+        code, out, err = _run(["git", *NO_HOOKS, *args], cwd, full_env, timeout)
     except subprocess.TimeoutExpired:
         raise GitError(
             f"git {' '.join(args)} timed out after {timeout:g} s in {cwd}", probe_failed=True
@@ -87,10 +93,31 @@ def git(
         raise GitError(
             f"git {' '.join(args)} could not run in {cwd}: {exc}", probe_failed=True
         ) from None
-    res = GitResult(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+    res = GitResult(tuple(args), code, out, err)
     if check and not res.ok:
         raise GitError(f"git {' '.join(args)} failed in {cwd}: {res.detail()}")
     return res
+
+
+def _run(cmd: list[str], cwd: str, env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run git in a session of its own, with no controlling terminal (ssh cannot ask on
+    ``/dev/tty``); at the timeout its whole process group is killed, the ssh it started
+    with it. Returns (exit code, stdout, stderr)."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the group may have ended already
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a child that left the group
+            proc.communicate(timeout=5)  # may hold the pipes: not waited for long
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        raise
+    return proc.returncode, out, err
 
 
 def _has_identity(cwd: str, env: dict[str, str]) -> bool:

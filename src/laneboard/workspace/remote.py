@@ -88,17 +88,10 @@ def tracking(branch: str) -> str:
 
 # -- checking a remote when it is named -----------------------------------------------------
 CHECK_TIMEOUT_S = 20.0  # how long ``lb project add/edit --remote`` waits for the remote
-# git asks for nothing while it checks: no terminal prompt, an empty answer from any askpass
-# program, ssh in batch mode (keys and agents only), no credential manager window. Stored
-# credentials (a credential helper, an ssh agent) are used as by any fetch.
-NO_PROMPTS = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_ASKPASS": "true",
-    "SSH_ASKPASS": "true",
-    "SSH_ASKPASS_REQUIRE": "never",
-    "GCM_INTERACTIVE": "never",
-}
-SSH_BATCH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
+# git asks for nothing while it checks (``git.NEVER_ASK``, no terminal), and any askpass
+# program it would run answers empty. Stored credentials (a credential helper, an ssh key or
+# agent, the user's own core.sshCommand) are used as by any fetch.
+NO_PROMPTS = {"GIT_ASKPASS": "true", "SSH_ASKPASS": "true"}
 
 
 class RemoteProblem(NamedTuple):
@@ -130,7 +123,6 @@ def check_remote(
     else any branch to start lanes from), else what is wrong. ``set_base`` is how the
     caller's command names a base branch (``{}``: the branch), for the fix."""
     env = {**os.environ, **NO_PROMPTS}
-    env.setdefault("GIT_SSH_COMMAND", SSH_BATCH)
     try:
         got = g.git(tempfile.gettempdir(), "ls-remote", "--symref", "--", url, "HEAD",
                     "refs/heads/*", check=False, timeout=timeout_s, env=env)  # fmt: skip
