@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -72,9 +73,16 @@ def test_a_git_that_times_out_takes_its_ssh_with_it(
         g.git(str(tmp_path), "ls-remote", URL, timeout=5.0)  # for the ssh to start its child
     assert pids.exists(), "the ssh had not started its child when git timed out"
     child = int(pids.read_text())
+    deadline = time.monotonic() + 30  # a killed process ends once it is scheduled again
+    while _alive(child):
+        assert time.monotonic() < deadline, f"the ssh git started still runs (pid {child})"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended: only its parent's wait is left)."""
     try:
-        os.kill(child, 0)
-    except ProcessLookupError:
-        return
-    state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    assert state == "Z", f"the ssh git started still runs (pid {child})"
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
