@@ -42,13 +42,21 @@ def test_requests_while_the_database_is_away_are_refused_as_unavailable(pg: Stor
     raw: Any = pg
     real = raw._connect
 
+    real_acquire = raw._acquire
+
     def refused() -> Any:
         raise psycopg.OperationalError("connection refused (the test's outage)")
 
+    def away() -> Any:
+        # an outage ends the pooled connections too, including one a thread of the store
+        # held while the test dropped the idle ones (the announcer sends a queued
+        # wake-up of the setup's writes on a connection of its own, and gives it back)
+        raw._drop_idle()
+        return real_acquire()
+
     with TestClient(app, base_url=LOCAL, client=("127.0.0.1", 50000)) as c:
         assert c.get("/api/v1/cards").status_code == 200
-        raw._connect = refused
-        raw._drop_idle()
+        raw._connect, raw._acquire = refused, away
         try:
             for got in (
                 c.get("/api/v1/cards"),
@@ -58,7 +66,7 @@ def test_requests_while_the_database_is_away_are_refused_as_unavailable(pg: Stor
                 assert got.status_code == 503, got.text
                 assert got.json()["code"] == "STORE_UNAVAILABLE"
         finally:
-            raw._connect = real
+            raw._connect, raw._acquire = real, real_acquire
         assert (
             c.get("/api/v1/cards", headers={"Authorization": f"Bearer {token}"}).status_code == 200
         )
