@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from tests.conftest import PG_BASE, drop_pg_schema, make_pg_schema, pg_schema_url
+from tests.conftest import PG_BASE
 from tests.supervisor.helpers import RealNowClock, wait_for
 from tests.supervisor.test_loud_failures import lb_env, spawn_start
 
@@ -23,12 +23,8 @@ from laneboard.store import open_store
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
-    schema = make_pg_schema()
-    try:
-        yield pg_schema_url(schema) + "&application_name=" + schema
-    finally:
-        drop_pg_schema(schema)
+def pg_url(named_pg_url: str) -> str:
+    return named_pg_url
 
 
 def _end_sessions(url: str) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from laneboard.store.tx import Tx
 
 Row = dict[str, Any]
+
+
+POOL_WAIT_S = 60.0  # a thread waits this long for a connection of a full budget
 
 
 class IntegrityError(Exception):
@@ -88,9 +92,17 @@ class Store(abc.ABC):
         self.url = url
         self.clock: Clock = clock or SystemClock()
         self._plock = threading.Lock()
+        self._room = threading.Condition(self._plock)  # a connection given back or dropped
         self._free: list[Any] = []
         self._all: list[Any] = []
+        self._holders: dict[int, int] = {}  # id() of a connection in use -> its thread
+        self._opening = 0  # connections being opened now (counted in the budget)
         self._pid = os.getpid()
+        # at most this many connections open at once (None: no bound); a thread that needs
+        # one more waits up to ``pool_wait_s`` for one to be given back
+        self.max_connections: int | None = None
+        self.pool_wait_s = POOL_WAIT_S
+        self.pool_waiting = 0  # threads waiting for a connection now
         self._commit_hooks: list[Callable[[EventCursor], None]] = []
         # hooks that also hear the write's event types (None: not known)
         self._typed_hooks: list[Callable[[EventCursor, frozenset[str] | None], None]] = []
@@ -104,36 +116,80 @@ class Store(abc.ABC):
         raw.close()
 
     def _acquire(self) -> Any:
-        """A connection for one transaction (pooled; one thread uses it at a time)."""
-        with self._plock:
+        """A connection for one transaction (pooled; one thread uses it at a time). With
+        a budget (``max_connections``) a thread that holds none waits for one to be given
+        back once the budget is open; one that holds one already (a read inside a write)
+        gets another at once, so nesting never waits on itself."""
+        me = threading.get_ident()
+        with self._room:
             if self._pid != os.getpid():  # forked: never share a parent's connections
                 self._free, self._all, self._pid = [], [], os.getpid()
+                self._holders, self._opening, self.pool_waiting = {}, 0, 0
+            self._wait_for_room(me)
             if self._free:
-                return self._free.pop()
-        raw = self._connect()
-        with self._plock:
+                raw = self._free.pop()
+                self._holders[id(raw)] = me
+                return raw
+            self._opening += 1
+        try:
+            raw = self._connect()
+        except BaseException:
+            with self._room:
+                self._opening -= 1
+                self._room.notify()
+            raise
+        with self._room:
+            self._opening -= 1
             self._all.append(raw)
+            self._holders[id(raw)] = me
         return raw
+
+    def _wait_for_room(self, me: int) -> None:
+        """Return once a pooled connection is free or another may be opened (the caller
+        holds ``_room``); ``STORE_UNAVAILABLE`` when none was for ``pool_wait_s``."""
+        cap = self.max_connections
+        if cap is None or self._free or me in self._holders.values():
+            return
+        deadline = time.monotonic() + self.pool_wait_s
+        while not self._free and len(self._all) + self._opening >= cap:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LaneboardError(
+                    "STORE_UNAVAILABLE",
+                    f"all {cap} database connections of this process stayed in use for "
+                    f"{self.pool_wait_s:g}s",
+                    "set LANEBOARD_DB_CONNECTIONS higher (the database server must allow "
+                    "that many for each process on every machine), or find what holds them",
+                )
+            self.pool_waiting += 1
+            try:
+                self._room.wait(left)
+            finally:
+                self.pool_waiting -= 1
 
     def _drop_idle(self) -> None:
         """Close every pooled connection not in use now."""
-        with self._plock:
+        with self._room:
             idle, self._free = self._free, []
             for raw in idle:
                 self._all.remove(raw)
+            self._room.notify_all()
         for raw in idle:
             with suppress(Exception):
                 self._close_raw(raw)
 
     def _release(self, raw: Any, *, broken: bool = False) -> None:
-        with self._plock:
-            if broken or raw not in self._all:
+        with self._room:
+            self._holders.pop(id(raw), None)
+            over = self.max_connections is not None and len(self._all) > self.max_connections
+            if broken or over or raw not in self._all:  # over: a nested one, not kept
                 if raw in self._all:
                     self._all.remove(raw)
                 drop = True
             else:
                 self._free.append(raw)
                 drop = False
+            self._room.notify()
         if drop:
             with suppress(Exception):
                 self._close_raw(raw)
@@ -270,8 +326,10 @@ class Store(abc.ABC):
 
     def close(self) -> None:
         """Close every connection this store opened."""
-        with self._plock:
+        with self._room:
             conns, self._all, self._free = self._all, [], []
+            self._holders = {}
+            self._room.notify_all()
         for raw in conns:
             with suppress(Exception):
                 self._close_raw(raw)

@@ -28,6 +28,8 @@ QUIET_SUFFIX = ":quiet"
 # A pooled connection's prepared statements are dropped (to be planned again) after it
 # has been taken for this many transactions, then after twice as many each time, up to
 # the last (``_replan``).
+DB_CONNECTIONS = 8  # a process's connections at most (LANEBOARD_DB_CONNECTIONS), listener aside
+DB_CONNECTIONS_MAX = 10_000
 REPLAN_FIRST = 1_000
 REPLAN_MAX = 64_000
 
@@ -168,6 +170,27 @@ def _lost(raw: Any) -> bool:
     return bool(raw.closed or raw.broken)
 
 
+def db_connections() -> int:
+    """How many connections one process opens to the board at most (the wake-up
+    listener's aside): ``LANEBOARD_DB_CONNECTIONS``, or ``DB_CONNECTIONS``."""
+    import os
+
+    from laneboard.errors import LaneboardError
+
+    raw = os.environ.get("LANEBOARD_DB_CONNECTIONS", "").strip()
+    if not raw:
+        return DB_CONNECTIONS
+    n = int(raw) if raw.isdigit() else 0
+    if not 1 <= n <= DB_CONNECTIONS_MAX:
+        raise LaneboardError(
+            "CONFIG_INVALID",
+            f"LANEBOARD_DB_CONNECTIONS={raw[:40]!r} is not a number of connections",
+            f"use a whole number from 1 to {DB_CONNECTIONS_MAX}, e.g. "
+            f"LANEBOARD_DB_CONNECTIONS={DB_CONNECTIONS}",
+        )
+    return n
+
+
 class _PgConn(Conn):
     def __init__(self, raw: Any, renew: Callable[[Any], Any] | None = None) -> None:
         self.raw = raw
@@ -213,6 +236,7 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, clock: Clock | None = None) -> None:
         super().__init__(url, clock)
+        self.max_connections = db_connections()
         self._channel: str | None = None
         self._quiet_channel = ""
         self.announcer = Announcer(self._send_notify)
