@@ -219,3 +219,45 @@ def test_a_supervisor_of_many_agents_stays_within_the_servers_limit(
         schema = limited_role.split("search_path%3D", 1)[1].split("&", 1)[0]
         rows = admin.execute(f"SELECT ref, status FROM {schema}.cards").fetchall()
     assert {ref: status for ref, status in rows} == {r: Status.DONE.value for r in refs}
+
+
+def test_doctor_says_when_the_supervisors_may_need_more_than_the_server_allows(
+    limited_role: str,
+) -> None:
+    """Two supervisors whose budgets (3 each, and a listener each) add up to more than the
+    role's 4 connections: ``lb doctor`` names it, with what to change; one fits."""
+    from laneboard.config import SupervisorConfig
+    from laneboard.supervisor import instances
+    from laneboard.supervisor.doctor import doctor_report
+
+    store = open_store(limited_role, RealNowClock(), create=True)
+    time = SupervisorConfig().time
+    with store.write() as tx:
+        instances.register(tx, "a", time, {"pid": 1, "db_connections": 3})
+    fits = doctor_report(store, machine="a")
+    assert fits["connections"] == {"need": 4, "allowed": 4, "supervisors": 1}
+    assert not any("database connections" in r for r in fits["reasons"])
+    with store.write() as tx:
+        instances.register(tx, "b", time, {"pid": 2, "db_connections": 3})
+    over = doctor_report(store, machine="a")
+    assert over["connections"] == {"need": 8, "allowed": 4, "supervisors": 2}
+    assert over["attention"]
+    assert (
+        "database connections: the running supervisors may open 8, the database allows 4 "
+        "(lower LANEBOARD_DB_CONNECTIONS or raise the server's max_connections: "
+        "docs/cluster.md)"
+    ) in over["reasons"]
+    store.close()
+
+
+def test_a_supervisor_declares_its_budget(named_pg_url: str, tmp_path: Path) -> None:
+    from tests.cluster.test_passes_failover import Hosts
+
+    from laneboard.supervisor.cluster import declared
+
+    open_store(named_pg_url, create=True).close()
+    hosts = Hosts(named_pg_url, tmp_path, RealNowClock())
+    try:
+        assert declared(hosts.runtime("a", register=False))["db_connections"] == 8
+    finally:
+        hosts.close()

@@ -317,6 +317,11 @@ class Store(abc.ABC):
         with self._autocommit() as conn:
             return conn.execute(sql, params)
 
+    def connection_limit(self) -> int | None:
+        """How many connections the database server lets this board's role hold at once
+        (None: no server, as for a file)."""
+        return None
+
     def unavailable(self, exc: BaseException) -> bool:
         """Whether ``exc`` says the database is out of reach (down, restarting, the
         connection lost): a resident process waits and tries again instead of ending."""

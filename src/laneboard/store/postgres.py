@@ -377,6 +377,20 @@ class PostgresStore(Store):
             raise
         self._release(raw)
 
+    def connection_limit(self) -> int | None:
+        """The server's ``max_connections`` (less the slots it keeps for superusers, when
+        this role is not one), or the role's ``CONNECTION LIMIT`` when lower."""
+        row = self.query(
+            "SELECT current_setting('max_connections')::int AS most, "
+            "current_setting('superuser_reserved_connections')::int AS kept, "
+            "r.rolconnlimit AS own, r.rolsuper AS super FROM pg_roles r "
+            "WHERE r.rolname = current_user"
+        )[0]
+        if row["super"]:
+            return int(row["most"])
+        allowed = int(row["most"]) - int(row["kept"])
+        return min(allowed, int(row["own"])) if int(row["own"]) >= 0 else allowed
+
     def unavailable(self, exc: BaseException) -> bool:
         import psycopg
 

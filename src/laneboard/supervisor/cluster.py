@@ -183,6 +183,9 @@ def declared(rt: Runtime) -> dict[str, Any]:
         "clock_offset_ms": rt.clock_offset_ms,
         # ``lb start --agent KIND``: ``lb status`` in another process judges the roles by it
         "force_agent": rt.config.force_agent or None,
+        # its pooled connections at most (None: a board that is a file): ``lb doctor``
+        # adds them up against what the database server allows
+        "db_connections": rt.store.max_connections,
     }
 
 

@@ -270,6 +270,13 @@ def doctor_report(
     # the agent kinds this machine lacks matter where it runs agents, or where nothing
     # does yet (a setup checked before its first start); not on a machine that only
     # looks at a board other machines' supervisors run
+    connections = connection_budget(store, status.get("instances") or [])
+    if connections is not None and connections["need"] > connections["allowed"]:
+        reasons.append(
+            f"database connections: the running supervisors may open {connections['need']}, "
+            f"the database allows {connections['allowed']} (lower LANEBOARD_DB_CONNECTIONS "
+            "or raise the server's max_connections: docs/cluster.md)"
+        )
     elsewhere = sorted({i["machine"] for i in status.get("instances") or []} - {here})
     judged = sup_state not in ("absent", "stopped") or not elsewhere
     if judged:
@@ -321,7 +328,22 @@ def doctor_report(
         "agents_judged": judged,
         "supervisors_elsewhere": elsewhere,
         "leases": status.get("leases") or [],
+        "connections": connections,
     }
+
+
+def connection_budget(store: Store, running: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the running supervisors may hold at once (each its pooled connections and its
+    listener's) against what the database server allows this board's role; None on a
+    board that is a file. ``lb serve`` and ``lb`` commands need some more."""
+    allowed = store.connection_limit()
+    if allowed is None:
+        return None
+    need = 0
+    for inst in running:
+        budget = (inst.get("info") or {}).get("db_connections")
+        need += (budget if isinstance(budget, int) else 0) + 1
+    return {"need": need, "allowed": allowed, "supervisors": len(running)}
 
 
 def boundary_reasons(b: dict[str, Any] | None) -> list[str]:
