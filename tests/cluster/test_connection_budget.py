@@ -17,13 +17,13 @@ import os
 import signal
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from tests.cluster.conftest import board_role
 from tests.conftest import PG_BASE
 from tests.supervisor.helpers import RealNowClock, wait_for
 from tests.supervisor.test_loud_failures import LB, lb_env, spawn_start
@@ -161,17 +161,8 @@ def test_the_cli_refuses_a_bad_budget_in_one_line(named_pg_url: str) -> None:
 def limited_role(named_pg_url: str) -> Iterator[str]:
     """The board's URL as a role the server lets hold 4 connections at once (as a managed
     database limits its roles), owning the board's schema."""
-    role = "lb_limited_" + uuid.uuid4().hex[:10]
-    schema = named_pg_url.split("search_path%3D", 1)[1].split("&", 1)[0]
-    with psycopg.connect(PG_BASE, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 4")
-        admin.execute(f"ALTER SCHEMA {schema} OWNER TO {role}")
-    try:
-        yield named_pg_url.replace("postgres@", f"{role}@", 1)
-    finally:
-        with psycopg.connect(PG_BASE, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            admin.execute(f"DROP ROLE IF EXISTS {role}")
+    with board_role(named_pg_url, "lb_limited_", "CONNECTION LIMIT 4") as (url, _):
+        yield url
 
 
 def test_a_supervisor_of_many_agents_stays_within_the_servers_limit(

@@ -292,3 +292,34 @@ def test_a_call_while_the_database_is_away_is_refused_as_unavailable(
         sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
     )
     assert status == 503 and doc["error"]["code"] == "STORE_UNAVAILABLE"  # type: ignore[index]
+
+
+def test_calls_refused_while_the_database_is_away_are_counted_for_their_token(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The pool asks, at a turn's end, how many of its agent's calls found the board out of
+    reach (``refused_calls``): only those are counted, each token's apart, read once; the
+    count of a token never asked about is dropped once enough newer ones were noted."""
+    import sqlite3
+
+    store, sock = served
+    tokens = [Tokens(store).create(human("alice"), f"t{i}", "human")[0] for i in range(3)]
+    get = {"params": {"ref": "WEB-1"}}
+    status, _, _ = _ask(sock.path, _post(sock.path, "card.get", get, tokens[0]))
+    assert status == 200 and board_socket.refused_calls(tokens[0]) == 0
+    status, _, _ = _ask(sock.path, _post(sock.path, "card.get", {"params": {"x": 1}}, tokens[0]))
+    assert status == 422 and board_socket.refused_calls(tokens[0]) == 0  # not the board's
+
+    def away(*_a: object, **_k: object) -> object:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Tokens, "resolve", away)
+    for token in (tokens[0], tokens[0], tokens[1]):
+        status, _, _ = _ask(sock.path, _post(sock.path, "card.get", get, token))
+        assert status == 503
+    assert board_socket.refused_calls(tokens[0]) == 2
+    assert board_socket.refused_calls(tokens[0]) == 0  # read once
+    monkeypatch.setattr(board_socket, "REFUSALS_KEPT", 1)
+    _ask(sock.path, _post(sock.path, "card.get", get, tokens[2]))
+    assert board_socket.refused_calls(tokens[1]) == 0  # dropped: a newer one was noted
+    assert board_socket.refused_calls(tokens[2]) == 1

@@ -476,6 +476,30 @@ def test_a_crashed_turn_whose_session_process_lives_on_is_recovered_not_stuck(
         store.close()
 
 
+def _last_handoff_turn(
+    board: Board, tmp_path: Path, role: str, payload: dict[str, object]
+) -> tuple[Any, Any, Any]:
+    """(runtime, card, row): a card of a new project claimed by ``role``, its queue row
+    (with ``payload``) taken for its last handoff attempt."""
+    from laneboard.supervisor import outcomes, records
+    from laneboard.supervisor.logs import LogFile
+    from laneboard.supervisor.runtime import Runtime
+
+    store = board.store
+    board.add_project(human(), "W", path=str(tmp_path))
+    card = board.create_card(human(), "W", f"{role}'s card")
+    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
+    claimed = board.claim(human(), card.ref, holder=role)
+    with store.write() as tx:
+        queued = records.enqueue(tx, "handoff", card.id, role, card.project_id, "m",
+                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
+        assert queued is not None
+        records.set_row(tx, queued.id, attempts=outcomes.HANDOFF_ATTEMPTS - 1, payload=payload)
+        row = records.taken_row(tx, queued.id, "m:test")  # its last attempt
+    assert row is not None and row.attempts == outcomes.HANDOFF_ATTEMPTS
+    return rt, card, row
+
+
 def test_a_turn_whose_card_was_sent_back_meanwhile_uses_up_no_attempt(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -486,23 +510,11 @@ def test_a_turn_whose_card_was_sent_back_meanwhile_uses_up_no_attempt(
     import json
 
     from laneboard.supervisor import outcomes, records
-    from laneboard.supervisor.logs import LogFile
     from laneboard.supervisor.pool import Pool
-    from laneboard.supervisor.runtime import Runtime
 
     store = open_store(store_url)
     board = Board(store)
-    board.add_project(human(), "W", path=str(tmp_path))
-    card = board.create_card(human(), "W", "review it")
-    rt = Runtime(store, config(tmp_path), "m", LogFile(str(tmp_path / "l")))
-    claimed = board.claim(human(), card.ref, holder="reviewer")
-    with store.write() as tx:
-        queued = records.enqueue(tx, "handoff", card.id, "reviewer", card.project_id, "m",
-                                 str(tmp_path), 1, claimed.claim_epoch, {})  # fmt: skip
-        assert queued is not None
-        records.set_row(tx, queued.id, attempts=outcomes.HANDOFF_ATTEMPTS - 1)
-        row = records.taken_row(tx, queued.id, "m:test")  # its last attempt
-    assert row is not None and row.attempts == outcomes.HANDOFF_ATTEMPTS
+    rt, card, row = _last_handoff_turn(board, tmp_path, "reviewer", {})
     reopened = {"round": 1, "at": row.created_at + 1, "reason": "your verdict could not be used",
                 "detail": "Report again."}  # fmt: skip
     with store.write() as tx:
@@ -530,6 +542,45 @@ def test_a_turn_whose_card_was_sent_back_meanwhile_uses_up_no_attempt(
     with store.read() as tx:
         (last,) = records.queue_rows(tx, card_id=card.id, states=("failed",))
     assert last.state == "failed"  # reason said once: a turn without a delivery counts
+    store.close()
+
+
+def test_a_turn_whose_agent_found_the_board_away_is_not_counted_up_to_a_bound(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A turn that ended undelivered after some of its agent's calls were refused because
+    the database was out of reach keeps the row's attempts, and the session is told why it
+    is asked again; past ``BOARD_AWAY_BOUND`` such turns of one row they count again, so a
+    board that refuses the agent for good still ends in a hold."""
+    from laneboard.supervisor import outcomes, records
+    from laneboard.supervisor.pool import Pool
+
+    store = open_store(store_url)
+    board = Board(store)
+    away = {"board_away_turns": outcomes.BOARD_AWAY_BOUND - 1}
+    rt, card, row = _last_handoff_turn(board, tmp_path, "worker", away)
+    fresh = board.get(card.ref)
+
+    class Idle:
+        pid = None
+
+    pool = Pool(rt)
+    assert outcomes.continue_undelivered(pool, row, fresh, None, Idle(), 2)  # type: ignore[arg-type]
+    with store.read() as tx:
+        (again,) = records.queue_rows(tx, card_id=card.id)
+    assert again.state == "pending" and again.recoveries == 0
+    assert again.attempts == outcomes.HANDOFF_ATTEMPTS - 1  # that turn was not one of them
+    assert again.payload["board_away_turns"] == outcomes.BOARD_AWAY_BOUND
+    assert again.payload["resume_reason"] == outcomes.BOARD_AWAY_REASON
+    assert "the board was out of reach" in (tmp_path / "l").read_text()
+    with store.write() as tx:
+        row = records.taken_row(tx, again.id, "m:test")
+    assert row is not None
+    assert outcomes.continue_undelivered(pool, row, fresh, None, Idle(), 1)  # type: ignore[arg-type]
+    with store.read() as tx:
+        (last,) = records.queue_rows(tx, card_id=card.id, states=("failed",))
+    assert last.state == "failed"  # past the bound: the turn counts, and the card is held
+    assert board.get(card.ref).status.value == "blocked"
     store.close()
 
 

@@ -18,6 +18,7 @@ and stops with the pool.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socketserver
@@ -96,20 +97,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(LaneboardError("BAD_INPUT", "the call is too large", "send less"))
             return
         body = self.rfile.read(int(length))
+        token = self._token()
         try:
-            actor = self._actor()
+            actor = self._actor(token)
         except LaneboardError as err:
+            _note_refusal(token, err.code)  # the store's own refusal, when it was away
             self._refuse(err, {"WWW-Authenticate": 'Bearer realm="laneboard"'})
             return
         except Exception as exc:  # the token's lookup found the database out of reach
             known = store_error(exc)
             if known is None:
                 raise
+            _note_refusal(token, known.code)
             self._refuse(known)
             return
         status, doc = answer(
             self.server.board, actor, self.path[len(PREFIX) :], body, dict(self.headers.items())
         )
+        if status >= 500:
+            _note_refusal(token, str(doc.get("error", {}).get("code", "")))
         if doc.get("token"):
             self._keep_token(actor, doc)
         self._send(status, doc)
@@ -129,18 +135,22 @@ class _Handler(BaseHTTPRequestHandler):
         if os.path.isfile(path):
             write_token(path, str(doc.pop("token")))
 
-    def _actor(self) -> Any:
+    def _token(self) -> str:
+        """The call's bearer token ('' when it sent none)."""
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else ""
+
+    def _actor(self, token: str) -> Any:
         from laneboard.board.tokens import Tokens
 
-        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        if not token:
             raise LaneboardError(
                 "UNAUTHORIZED",
                 "the supervisor's socket needs a token",
                 "run lb with LANEBOARD_TOKEN or LANEBOARD_TOKEN_FILE, or unset LANEBOARD_URL "
                 "to use the database directly",
             )
-        return Tokens(self.server.board.store).resolve(token.strip())
+        return Tokens(self.server.board.store).resolve(token)
 
     def _other(self) -> None:
         if self.path == "/healthz" or self.path.startswith(PREFIX):
@@ -189,6 +199,34 @@ class BoardSocket:
 
 _LIVE: dict[str, BoardSocket] = {}
 _LOCK = threading.Lock()
+# calls refused because the database was out of reach, by their token's digest: the pool
+# asks at the end of each turn (``refused_calls``), so that a turn whose agent found the
+# board away is not counted as the agent's failure; a token never asked about is dropped
+# once ``REFUSALS_KEPT`` newer ones were noted
+_REFUSED: dict[str, int] = {}
+REFUSALS_KEPT = 4096
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _note_refusal(token: str, code: str) -> None:
+    """Count a call made with ``token`` that was refused because the store was away."""
+    if not token or code != "STORE_UNAVAILABLE":
+        return
+    key = _digest(token)
+    with _LOCK:
+        _REFUSED[key] = _REFUSED.pop(key, 0) + 1
+        while len(_REFUSED) > REFUSALS_KEPT:
+            del _REFUSED[next(iter(_REFUSED))]
+
+
+def refused_calls(token: str) -> int:
+    """How many calls made with ``token`` any board socket of this process refused because
+    the database was out of reach (``STORE_UNAVAILABLE``); forgotten once read."""
+    with _LOCK:
+        return _REFUSED.pop(_digest(token), 0)
 
 
 def _answers(path: str) -> bool:

@@ -10,6 +10,7 @@ back and holds at ``DISPATCH_FAILURE_BOUND``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from laneboard.agents.base import ConfigurationError, Session, TurnResult
@@ -34,6 +35,15 @@ NO_DELIVERY_CYCLES = 1  # exhausted handoff rows of one card (across epochs) bef
 HANDOFF_ATTEMPTS = 3  # turns one handoff row gets to deliver its card
 DISPATCH_FAILURE_BOUND = 3
 DISPATCH_BACKOFF_MS = 10_000  # before the 2nd try; doubled before each later one
+# turns of one row whose agent found the board out of reach (its calls refused with
+# STORE_UNAVAILABLE) and that are not counted against the card; past it they count again,
+# so that a board that fails the agent's calls for good still ends in a hold
+BOARD_AWAY_BOUND = 10
+BOARD_AWAY_REASON = "the board was out of reach during your last turn: it answers again"
+BOARD_AWAY_DETAIL = (
+    "Some of your lb calls were refused while the database was away; none of them changed "
+    "anything. Read the card again (lb card get) and carry on from where you were."
+)
 
 
 def dispatch_backoff_ms(card: Card, now: int) -> int:
@@ -142,6 +152,7 @@ def _after_turn(
     closed: bool,
 ) -> None:
     rt = pool.rt
+    refused = pool.board_refused(row.id)
     with pool.lock:
         reopened = row.id in pool.reopened
         pool.reopened.discard(row.id)
@@ -173,7 +184,7 @@ def _after_turn(
         outcome == "ok"
         and fresh.status is Status.IN_PROGRESS
         and fresh.claim_epoch == row.epoch
-        and continue_undelivered(pool, row, fresh, rec_id, session)
+        and continue_undelivered(pool, row, fresh, rec_id, session, refused)
     ):
         return
     if outcome == "ok" or fresh.status is not Status.IN_PROGRESS or fresh.claim_epoch != row.epoch:
@@ -188,6 +199,8 @@ def _after_turn(
     # the turn failed while the card is still ours: a hang (cut at the timeout) or a crash
     if outcome == "timed_out" or not session.alive():
         pool.forget(kind, key)
+    if outcome == "failed" and board_away(pool, row, refused, rec_id, reopened):
+        return
     recoveries = row.recoveries + 1
     hang = outcome == "timed_out"
     bound = HANG_BOUND if hang else RECOVERY_BOUND
@@ -218,23 +231,23 @@ def _after_turn(
         rt.log.warn("pool", f"card held: the agent {what} {recoveries} times", card=card.ref)
         return
     with rt.store.write() as tx:
-        records.set_row(
-            tx,
-            row.id,
-            state="pending",
-            owner=None,
-            pid=None,
-            recoveries=recoveries,
-            last_error=_redacted(result.error),
-            payload={
-                **row.payload,
-                "resume_reason": f"the previous turn {outcome}",
-                "resume_detail": _redacted(result.error) or "",
-            },
-        )
-        if rec_id is not None:
-            # a reopened session that failed at once may be gone: replay next time
-            records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
+        told = {"resume_reason": f"the previous turn {outcome}",
+                "resume_detail": _redacted(result.error) or ""}  # fmt: skip
+        requeue(tx, row, rec_id, reopened, told, recoveries=recoveries,
+                last_error=_redacted(result.error))  # fmt: skip
+
+
+def requeue(
+    tx: Tx, row: QueueRow, rec_id: int | None, reopened: bool, told: Mapping[str, object],
+    **fields: object,
+) -> None:  # fmt: skip
+    """Give a row whose turn ended back to the queue (``pending``), with what its session
+    is ``told`` when it is asked again and the row's other ``fields``."""
+    records.set_row(tx, row.id, state="pending", owner=None, pid=None,
+                    payload={**row.payload, **told}, **fields)  # fmt: skip
+    if rec_id is not None:
+        # a reopened session that failed at once may be gone: replay next time
+        records.set_session_state(tx, rec_id, "needs_replay" if reopened else "idle")
 
 
 def stopped(pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session) -> None:
@@ -277,18 +290,22 @@ def turn_outcome(ok: bool, timed_out: bool, forced: bool, stopped: bool, *, stop
 
 
 def continue_undelivered(
-    pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session
-) -> bool:
+    pool: Pool, row: QueueRow, card: Card, rec_id: int | None, session: Session,
+    refused: int = 0,
+) -> bool:  # fmt: skip
     """A turn ended well but left the card in progress, undelivered and not waiting on
     a question: the same session is asked to continue, up to ``HANDOFF_ATTEMPTS`` turns
     for the row; then the row fails, and at the ``NO_DELIVERY_CYCLES``-th such row (counted
     across claim epochs) the card is held (``no_delivery``) instead of waiting for
-    stale-claim recovery to start it over."""
+    stale-claim recovery to start it over. A turn in which ``refused`` of the agent's calls
+    found the board out of reach is not counted (``board_away``)."""
     rt = pool.rt
     with rt.store.read() as tx:
         asked = open_question(tx, card)  # the director lane's own test of a waiting worker
     if asked is not None:
         return False  # it waits on its question: the answer re-dispatches it
+    if board_away(pool, row, refused, rec_id, False):
+        return True
     with rt.store.write() as tx:
         told = continuation(tx.card(card.id) or card, row)
         # the workflow sent the card back while the turn ran (a reopened review): the turn
@@ -339,6 +356,29 @@ def continue_undelivered(
     else:
         rt.log.info("pool", "turn ended undelivered; asking the session to continue",
                     card=card.ref)  # fmt: skip
+    return True
+
+
+def board_away(pool: Pool, row: QueueRow, refused: int, rec_id: int | None, reopened: bool) -> bool:
+    """A turn that failed or ended undelivered after ``refused`` of its agent's calls were
+    refused because the database was out of reach: the board failed the agent, not the
+    other way round. The row is given back, neither the turn nor a recovery counted, and
+    the session is told why it is asked again. False (nothing done) when no call was
+    refused, or when ``BOARD_AWAY_BOUND`` such turns of the row went uncounted already."""
+    away = int(row.payload.get("board_away_turns") or 0)
+    if refused <= 0 or away >= BOARD_AWAY_BOUND:
+        return False
+    told = {"board_away_turns": away + 1, "resume_reason": BOARD_AWAY_REASON,
+            "resume_detail": BOARD_AWAY_DETAIL}  # fmt: skip
+    with pool.rt.store.write() as tx:
+        requeue(tx, row, rec_id, reopened, told, attempts=max(row.attempts - 1, 0))
+    pool.rt.log.warn(
+        "pool",
+        "the board was out of reach during the turn: not counted against the card; "
+        "the agent is asked again",
+        queue=row.id,
+        refused=refused,
+    )
     return True
 
 

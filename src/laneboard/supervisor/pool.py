@@ -73,6 +73,7 @@ class Running:
     force_stopped: bool = False  # its run was force-stopped: interrupted, claim released
     stopped_by: str | None = None  # a person stopped the turn
     turn_id: int | None = None  # once its turn has started
+    token: str | None = None  # the agent token its session was given for the turn
     done: threading.Event = field(default_factory=threading.Event)  # its row was let go
 
 
@@ -217,7 +218,7 @@ class Pool:
         with self.lock:
             running = self.running.get(row.id)
             if running is not None:
-                running.session = session
+                running.session, running.token = session, opened.token.token
         turn_started = rt.now()
         with rt.store.write() as tx:
             # the card may have moved on while the session opened (its delivery landed
@@ -321,6 +322,14 @@ class Pool:
     def remember(self, kind: str, key: str, card_id: int, session: Session) -> None:
         with self.lock:
             self.live[(kind, key)] = Live(session, kind, key, card_id, busy=True)
+
+    def board_refused(self, row_id: int) -> int:
+        """How many of the agent's calls in the turn of row ``row_id`` were refused
+        because the database was out of reach (read once, at the turn's end)."""
+        with self.lock:
+            running = self.running.get(row_id)
+            token = running.token if running is not None else None
+        return board_socket.refused_calls(token) if token else 0
 
     def forget(self, kind: str, key: str) -> None:
         """Close a session's process; its record keeps the native id (``idle``: it can be

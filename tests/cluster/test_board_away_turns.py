@@ -1,0 +1,130 @@
+"""A turn whose agent found the board out of reach (the database restarting or failing over
+while the agent worked) is not the agent's failure: it is not counted toward the card's
+hold, and the agent is asked again once the board is back.
+
+Before, the supervisor's board socket refused the agent's calls (``STORE_UNAVAILABLE``),
+the agent gave up its turn, and three such outages held the card (``the agent failed 3
+times``) as if the agent were broken, waiting for a person."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from tests.cluster.conftest import board_role
+from tests.conftest import PG_BASE
+from tests.supervisor.helpers import RealNowClock, wait_for
+from tests.supervisor.test_loud_failures import lb_env, spawn_start
+
+from laneboard.board.service import Board
+from laneboard.domain.model import human
+from laneboard.store import open_store
+
+OUTAGES = 3  # the agent-failure bound (``outcomes.RECOVERY_BOUND``): the card was held
+
+
+@pytest.fixture
+def own_role(named_pg_url: str) -> Iterator[tuple[str, str]]:
+    """(the board's URL as its own role, that role): the test takes the board out of reach
+    of its processes alone by refusing the role's logins and ending its sessions."""
+    with board_role(named_pg_url, "lb_away_") as got:
+        yield got
+        _back(got[1])  # its logins allowed again, so that it can be dropped
+
+
+def _away(role: str) -> None:
+    """No process of the board can connect, and every session it had is ended."""
+    with psycopg.connect(PG_BASE, autocommit=True) as admin:
+        admin.execute(f"ALTER ROLE {role} NOLOGIN")
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+        )
+        left = "SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
+        wait_for(lambda: admin.execute(left, (role,)).fetchone() == (0,), timeout=30,
+                 what="the board's sessions ended")  # fmt: skip
+
+
+def _back(role: str) -> None:
+    with psycopg.connect(PG_BASE, autocommit=True) as admin:
+        admin.execute(f"ALTER ROLE {role} LOGIN")
+
+
+GIVE_UP = {
+    # the agent's turn fails (``agent_failure`` was the hold)
+    "fails": {"run": "echo 'the board does not answer' >&2; exit 1"},
+    # the agent ends its turn without delivering (``no_delivery`` was the hold)
+    "ends undelivered": {"say": "the board does not answer; I will try later"},
+}
+
+
+def _script(flags: Path, give_up: dict[str, object]) -> list[dict[str, object]]:
+    """Each of the first ``OUTAGES`` turns waits for the board to go away, reads its card
+    (refused), waits for the board to come back and gives up, as an agent does when every
+    call it makes is refused; the next turn delivers."""
+    steps: list[dict[str, object]] = []
+    for n in range(1, OUTAGES + 1):
+        wait = f"touch {flags}/working-{n}; while [ ! -f {flags}/away-{n} ]; do sleep 0.05; done"
+        back = f"touch {flags}/refused-{n}; while [ ! -f {flags}/back-{n} ]; do sleep 0.05; done"
+        steps += [
+            {"attempt": n, "run": wait},
+            {"attempt": n, "lb": "card get {card}", "check": False},
+            {"attempt": n, "run": back},
+            {"attempt": n, **give_up},
+        ]
+    return [*steps, {"attempt": OUTAGES + 1, "deliver": "ok"}]
+
+
+@pytest.mark.parametrize("agent", sorted(GIVE_UP))
+def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
+    own_role: tuple[str, str], named_pg_url: str, tmp_path: Path, agent: str
+) -> None:
+    url, role = own_role
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    open_store(url, RealNowClock(), create=True).close()
+    store = open_store(named_pg_url, RealNowClock())  # the test's own view, never away
+    board = Board(store)
+    (tmp_path / "proj").mkdir()
+    board.add_project(human(), "AW", path=str(tmp_path / "proj"))
+    ref = board.create_card(
+        human(),
+        "AW",
+        "rides out outages",
+        acceptance_mode="off",
+        meta={"script": _script(flags, GIVE_UP[agent])},
+    ).ref
+    config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
+    proc = spawn_start(lb_env(tmp_path, url, config, os.environ["PATH"]))
+    try:
+        for n in range(1, OUTAGES + 1):
+            wait_for(lambda n=n: (flags / f"working-{n}").exists() or proc.poll() is not None,
+                     timeout=120, what=f"turn {n} working")  # fmt: skip
+            assert proc.poll() is None, "the supervisor exited"
+            _away(role)
+            (flags / f"away-{n}").touch()
+            wait_for(lambda n=n: (flags / f"refused-{n}").exists(), timeout=120,
+                     what=f"turn {n}'s refused call")  # fmt: skip
+            _back(role)
+            (flags / f"back-{n}").touch()
+        wait_for(lambda: board.get(ref).status.value in ("done", "blocked") or proc.poll() is not None,
+                 timeout=180, what="the card delivered or held")  # fmt: skip
+        card = board.get(ref)
+        assert card.status.value == "done", (card.status, card.meta)
+        with store.read() as tx:
+            turns = tx.all(
+                "SELECT outcome FROM turns WHERE card_id = ? ORDER BY id", [board.get(ref).id]
+            )
+            recoveries = tx.all("SELECT recoveries FROM queue WHERE card_id = ?", [card.id])
+        outcome = "failed" if agent == "fails" else "ok"
+        assert [t["outcome"] for t in turns] == [outcome] * OUTAGES + ["ok"]
+        assert all(r["recoveries"] == 0 for r in recoveries), recoveries
+    finally:
+        _back(role)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        store.close()
+    assert "Traceback" not in err, err
