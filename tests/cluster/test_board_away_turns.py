@@ -98,7 +98,9 @@ def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
         meta={"script": _script(flags, GIVE_UP[agent])},
     ).ref
     config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
-    proc = spawn_start(lb_env(tmp_path, url, config, os.environ["PATH"]))
+    env = lb_env(tmp_path, url, config, os.environ["PATH"])
+    env["LANEBOARD_RETRY_S"] = "0.5"  # the outage outlasts the agent's lb trying again
+    proc = spawn_start(env)
     try:
         for n in range(1, OUTAGES + 1):
             wait_for(lambda n=n: (flags / f"working-{n}").exists() or proc.poll() is not None,

@@ -177,6 +177,30 @@ def test_a_call_that_finds_the_database_gone_is_refused_as_unavailable() -> None
     assert store_error(ValueError("a bug")) is None
 
 
+def test_a_refusal_says_when_nothing_of_the_call_reached_the_database(pg_url: str) -> None:
+    """No connection could be made, or the transaction's ``BEGIN`` failed: the refusal says
+    ``nothing_written`` (remote ``lb`` then makes even a write again). A statement that
+    fails once the transaction runs may have been committed: no such word."""
+    from laneboard.ops.endpoint import store_error
+
+    store: Any = open_store(pg_url, create=True)
+    try:
+        store._drop_idle()
+        real = store._connect
+        store._connect = lambda: (_ for _ in ()).throw(psycopg.OperationalError("refused"))
+        with pytest.raises(psycopg.OperationalError) as gone, store.write() as tx:
+            tx.run("SELECT 1")
+        known = store_error(gone.value)
+        assert known is not None and known.details == {"nothing_written": True}
+        store._connect = real
+        with pytest.raises(psycopg.OperationalError) as broke, store.write() as tx:
+            tx.run("SELECT pg_terminate_backend(pg_backend_pid())")
+        known = store_error(broke.value)
+        assert known is not None and known.code == "STORE_UNAVAILABLE" and not known.details
+    finally:
+        store.close()
+
+
 def test_a_local_command_whose_database_goes_away_fails_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
+import time
 from typing import Any
 
 from laneboard.cli.identity import keep_token, token_from_env
@@ -24,6 +26,14 @@ from laneboard.ops.spec import Op, Params
 
 TIMEOUT_S = 900.0  # longer than the longest call (lb card wait holds up to 540 s)
 FIX = "start it (lb serve, or lb start for the supervisor's socket) or fix LANEBOARD_URL"
+RETRY_S = 30.0  # how long a call refused because the board is out of reach is made again
+RETRY_ENV = "LANEBOARD_RETRY_S"
+RETRY_MAX_S = 3600.0
+FIRST_PAUSE_S, LONGEST_PAUSE_S = 0.25, 4.0
+
+
+class Unreached(OSError):
+    """No connection to the board could be made: nothing of the call was sent."""
 
 
 class Endpoint:
@@ -72,12 +82,15 @@ def request(
     """One HTTP/1.1 exchange (``Connection: close``); the status and the body."""
     if ep.tls:
         return _https(ep, method, path, body, headers)
-    if ep.unix is not None:
-        sock = unix.connect(ep.unix, TIMEOUT_S)
-        host = "localhost"
-    else:
-        sock = socket.create_connection((ep.host, ep.port), timeout=TIMEOUT_S)
-        host = f"{ep.host}:{ep.port}"
+    try:
+        if ep.unix is not None:
+            sock = unix.connect(ep.unix, TIMEOUT_S)
+            host = "localhost"
+        else:
+            sock = socket.create_connection((ep.host, ep.port), timeout=TIMEOUT_S)
+            host = f"{ep.host}:{ep.port}"
+    except OSError as exc:
+        raise Unreached(exc.errno, _reason(exc)) from exc
     lines = [f"{method} {ep.prefix}{path} HTTP/1.1", f"Host: {host}", "Connection: close",
              f"Content-Length: {len(body)}"]  # fmt: skip
     lines += [f"{k}: {v}" for k, v in headers.items()]
@@ -136,6 +149,30 @@ class RemoteRunner:
         self.endpoint = Endpoint(url)
 
     def call(self, op: Op, params: Params) -> tuple[Any, dict[str, Any]]:
+        """The call's result and notes. A call refused because the board is out of reach
+        (``STORE_UNAVAILABLE``: the database away, the server not answering) is made again,
+        with growing pauses, for up to ``LANEBOARD_RETRY_S`` seconds (default 30; 0: never),
+        when that cannot write anything twice: a read, or a call that never reached the
+        database (no connection to the board, or the board says ``nothing_written``)."""
+        window = retry_window()
+        deadline = time.monotonic() + window
+        pause, told = FIRST_PAUSE_S, False
+        while True:
+            try:
+                return self._call_once(op, params)
+            except _Refused as refused:
+                err, again = refused.error, op.read_only or refused.unsent
+                left = deadline - time.monotonic()
+                if not again or left <= 0:
+                    raise err from None
+                if not told:
+                    told = True
+                    print(f"lb: {err.message}; trying again for up to {window:g}s",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, LONGEST_PAUSE_S)
+
+    def _call_once(self, op: Op, params: Params) -> tuple[Any, dict[str, Any]]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         token = token_from_env()
         if token:
@@ -152,16 +189,48 @@ class RemoteRunner:
         try:
             status, raw = request(self.endpoint, "POST", f"/api/v1/ops/{op.name}", body, headers)
         except OSError as exc:
-            raise LaneboardError(
+            err = LaneboardError(
                 "STORE_UNAVAILABLE", f"no board answers at {self.url} ({_reason(exc)})", FIX
-            ) from None
+            )
+            raise _Refused(err, isinstance(exc, (Unreached, ConnectionRefusedError))) from None
         doc = _document(raw, status, self.url)
         if "error" in doc:
-            raise _error(doc["error"], status)
+            err = _error(doc["error"], status)
+            if status == 503 and err.code == "STORE_UNAVAILABLE":
+                raise _Refused(err, err.details.get("nothing_written") is True)
+            raise err
         if doc.get("token") and token_file:
             keep_token(token_file, str(doc["token"]))
         notes = doc.get("notes") or {}
         return doc.get("result"), notes if isinstance(notes, dict) else {}
+
+
+class _Refused(Exception):
+    """A call the board refused because it is out of reach; ``unsent``: nothing of it
+    reached the database."""
+
+    def __init__(self, error: LaneboardError, unsent: bool) -> None:
+        super().__init__(error.message)
+        self.error, self.unsent = error, unsent
+
+
+def retry_window() -> float:
+    """``LANEBOARD_RETRY_S``: seconds a refused call is made again for (0: never)."""
+    raw = os.environ.get(RETRY_ENV, "").strip()
+    if not raw:
+        return RETRY_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= RETRY_MAX_S:  # also refuses nan
+        raise LaneboardError(
+            "CONFIG_INVALID",
+            f"{RETRY_ENV}={raw[:40]!r} is not a number of seconds from 0 to {RETRY_MAX_S:g}",
+            f"set it to how long lb tries again while the board is out of reach, e.g. "
+            f"{RETRY_ENV}=30 (0: never)",
+        )
+    return value
 
 
 def _reason(exc: OSError) -> str:

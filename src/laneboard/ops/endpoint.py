@@ -69,9 +69,14 @@ def store_error(exc: Exception) -> LaneboardError | None:
     kinds = ("OperationalError", "InterfaceError", "ConnectionError", "PoolTimeout")
     # by class, not by name: psycopg's AdminShutdown (a restart) is an OperationalError
     if any(k in c.__name__ for c in type(exc).__mro__ for k in kinds):
+        from laneboard.store.base import nothing_written
+
+        # a caller may make the call again at once when nothing of it reached the database
+        again = {"nothing_written": True} if nothing_written(exc) else {}
         return LaneboardError(
             "STORE_UNAVAILABLE",
             f"the store did not answer: {name}",
             "check the database and retry",
+            **again,
         )
     return None

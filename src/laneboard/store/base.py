@@ -82,6 +82,22 @@ class Conn(abc.ABC):
     def rowcount(self) -> int: ...
 
 
+NOTHING_WRITTEN = "laneboard_nothing_written"
+
+
+def mark_nothing_written(exc: BaseException) -> None:
+    """Say of ``exc`` that the database was out of reach before anything of the call was
+    sent to it (no connection, or the transaction's ``BEGIN`` failed): the call may be made
+    again, as a whole, without writing anything twice."""
+    with suppress(Exception):
+        setattr(exc, NOTHING_WRITTEN, True)
+
+
+def nothing_written(exc: BaseException) -> bool:
+    """Whether ``mark_nothing_written`` was said of ``exc``."""
+    return bool(getattr(exc, NOTHING_WRITTEN, False))
+
+
 class Store(abc.ABC):
     """One board database. Safe to share between threads (a connection per thread)."""
 
@@ -133,10 +149,11 @@ class Store(abc.ABC):
             self._opening += 1
         try:
             raw = self._connect()
-        except BaseException:
+        except BaseException as exc:
             with self._room:
                 self._opening -= 1
                 self._room.notify()
+            mark_nothing_written(exc)
             raise
         with self._room:
             self._opening -= 1
@@ -160,6 +177,7 @@ class Store(abc.ABC):
                     f"{self.pool_wait_s:g}s",
                     "set LANEBOARD_DB_CONNECTIONS higher (the database server must allow "
                     "that many for each process on every machine), or find what holds them",
+                    nothing_written=True,
                 )
             self.pool_waiting += 1
             try:

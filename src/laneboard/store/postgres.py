@@ -15,7 +15,14 @@ from typing import Any, ClassVar
 from laneboard.domain.clock import Clock
 from laneboard.secrets import scrub_params
 from laneboard.store.announce import Announcer
-from laneboard.store.base import Conn, IntegrityError, Row, Store, unstorable
+from laneboard.store.base import (
+    Conn,
+    IntegrityError,
+    Row,
+    Store,
+    mark_nothing_written,
+    unstorable,
+)
 from laneboard.store.quiet import QUIET_TYPES
 
 CHANNEL_PREFIX = "laneboard:"
@@ -313,8 +320,9 @@ class PostgresStore(Store):
                     raise
                 raw = self._renew(raw)  # nothing was sent but BEGIN: begin on a new one
                 _simple(raw, begin)
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             self._release(raw, broken=True)
+            mark_nothing_written(exc)
             raise
         conn = _PgConn(raw)
         try:

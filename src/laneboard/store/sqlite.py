@@ -11,7 +11,15 @@ from typing import Any, ClassVar
 from laneboard.domain.clock import Clock
 from laneboard.errors import LaneboardError
 from laneboard.secrets import scrub_params
-from laneboard.store.base import Conn, IntegrityError, Row, Store, event_of, unstorable
+from laneboard.store.base import (
+    Conn,
+    IntegrityError,
+    Row,
+    Store,
+    event_of,
+    mark_nothing_written,
+    unstorable,
+)
 
 CLAIMED = frozenset({"card.claimed"})  # what a claim statement's trigger writes
 
@@ -201,8 +209,9 @@ class SQLiteStore(Store):
         raw = self._acquire()
         try:
             self._wrap(raw).execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except BaseException:
+        except BaseException as exc:
             self._release(raw, broken=True)
+            mark_nothing_written(exc)
             raise
         try:
             yield self._wrap(raw)

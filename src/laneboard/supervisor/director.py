@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laneboard.agents.base import Adapter, AdapterError, Session
+from laneboard.agents.env import INHERITED
 from laneboard.agents.registry import adapter_for
 from laneboard.board import handoff
 from laneboard.board.tokens import Tokens
@@ -432,8 +433,9 @@ class DirectorLane:
                 ),
             }
         )
-        if os.environ.get("LANEBOARD_NOW"):
-            env["LANEBOARD_NOW"] = os.environ["LANEBOARD_NOW"]
+        for key in ("LANEBOARD_NOW", *INHERITED):
+            if os.environ.get(key):
+                env[key] = os.environ[key]
         lane_key = f"director:{digest}"
         with rt.store.read() as tx:
             rec = records.session_record(tx, kind, lane_key)
