@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +19,12 @@ import psycopg
 import pytest
 from tests.cluster.conftest import board_role
 from tests.conftest import PG_BASE
-from tests.supervisor.helpers import RealNowClock, wait_for
+from tests.supervisor.helpers import RealNowClock, settled, wait_for
 from tests.supervisor.test_loud_failures import lb_env, spawn_start
 
 from laneboard.board.service import Board
 from laneboard.domain.model import human
-from laneboard.store import open_store
+from laneboard.store import Store, open_store
 
 OUTAGES = 3  # the agent-failure bound (``outcomes.RECOVERY_BOUND``): the card was held
 
@@ -78,6 +80,32 @@ def _script(flags: Path, give_up: dict[str, object]) -> list[dict[str, object]]:
     return [*steps, {"attempt": OUTAGES + 1, "deliver": "ok"}]
 
 
+def _one_card(
+    url: str, named_pg_url: str, tmp_path: Path, script: list[dict[str, object]]
+) -> tuple[Store, Board, str]:
+    """(the test's own store, never away; its board; the ref of the one card, which runs
+    ``script``) on a fresh board at ``url``."""
+    open_store(url, RealNowClock(), create=True).close()
+    store = open_store(named_pg_url, RealNowClock())
+    board = Board(store)
+    (tmp_path / "proj").mkdir()
+    board.add_project(human(), "AW", path=str(tmp_path / "proj"))
+    card = board.create_card(
+        human(), "AW", "rides out outages", acceptance_mode="off", meta={"script": script}
+    )
+    return store, board, card.ref
+
+
+def _start(tmp_path: Path, url: str, *, retry_s: str | None) -> subprocess.Popen[str]:
+    """``lb start`` on the board (as its own role), its agents' ``lb`` trying a refused
+    call again for ``retry_s`` seconds (None: the default)."""
+    config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
+    env = lb_env(tmp_path, url, config, os.environ["PATH"])
+    if retry_s is not None:
+        env["LANEBOARD_RETRY_S"] = retry_s  # passed on to the agent sessions
+    return spawn_start(env)
+
+
 @pytest.mark.parametrize("agent", sorted(GIVE_UP))
 def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
     own_role: tuple[str, str], named_pg_url: str, tmp_path: Path, agent: str
@@ -85,22 +113,8 @@ def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
     url, role = own_role
     flags = tmp_path / "flags"
     flags.mkdir()
-    open_store(url, RealNowClock(), create=True).close()
-    store = open_store(named_pg_url, RealNowClock())  # the test's own view, never away
-    board = Board(store)
-    (tmp_path / "proj").mkdir()
-    board.add_project(human(), "AW", path=str(tmp_path / "proj"))
-    ref = board.create_card(
-        human(),
-        "AW",
-        "rides out outages",
-        acceptance_mode="off",
-        meta={"script": _script(flags, GIVE_UP[agent])},
-    ).ref
-    config = '[supervisor]\nsandbox = "off"\nsandbox_reason = "the database test"\n'
-    env = lb_env(tmp_path, url, config, os.environ["PATH"])
-    env["LANEBOARD_RETRY_S"] = "0.5"  # the outage outlasts the agent's lb trying again
-    proc = spawn_start(env)
+    store, board, ref = _one_card(url, named_pg_url, tmp_path, _script(flags, GIVE_UP[agent]))
+    proc = _start(tmp_path, url, retry_s="0.5")  # the outage outlasts the agent's lb retrying
     try:
         for n in range(1, OUTAGES + 1):
             wait_for(lambda n=n: (flags / f"working-{n}").exists() or proc.poll() is not None,
@@ -116,6 +130,8 @@ def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
                  timeout=180, what="the card delivered or held")  # fmt: skip
         card = board.get(ref)
         assert card.status.value == "done", (card.status, card.meta)
+        # the workflow may accept the delivery before the turn's end is recorded
+        wait_for(lambda: settled(store), timeout=60, what="the last turn's outcome")
         with store.read() as tx:
             turns = tx.all(
                 "SELECT outcome FROM turns WHERE card_id = ? ORDER BY id", [board.get(ref).id]
@@ -130,3 +146,49 @@ def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
         _, err = proc.communicate(timeout=60)
         store.close()
     assert "Traceback" not in err, err
+
+
+def test_an_outage_shorter_than_the_agents_retry_is_not_seen_by_the_agent(
+    own_role: tuple[str, str], named_pg_url: str, tmp_path: Path
+) -> None:
+    """The board goes away while the agent reads its card, and comes back while its ``lb``
+    is still trying again (``LANEBOARD_RETRY_S``, default 30 s): the read answers, and the
+    card is delivered in that one turn, nothing refused and nothing counted."""
+    url, role = own_role
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    err = flags / "lb-stderr"
+    script: list[dict[str, object]] = [
+        {"run": f"touch {flags}/working; while [ ! -f {flags}/away ]; do sleep 0.05; done"},
+        {"run": f"{sys.executable} -m laneboard.cli.main card get {{card}} 2> {err}"},
+        {"deliver": "ok"},
+    ]
+    store, board, ref = _one_card(url, named_pg_url, tmp_path, script)
+    proc = _start(tmp_path, url, retry_s=None)
+    try:
+        wait_for(lambda: (flags / "working").exists() or proc.poll() is not None,
+                 timeout=120, what="the turn working")  # fmt: skip
+        assert proc.poll() is None, "the supervisor exited"
+        _away(role)
+        (flags / "away").touch()
+        wait_for(lambda: err.exists() and "trying again" in err.read_text(), timeout=60,
+                 what="the agent's lb trying again")  # fmt: skip
+        _back(role)
+        wait_for(lambda: board.get(ref).status.value == "done" or proc.poll() is not None,
+                 timeout=120, what="the card delivered")  # fmt: skip
+        card = board.get(ref)
+        assert card.status.value == "done", (card.status, card.meta)
+        wait_for(lambda: settled(store), timeout=60, what="the turn's outcome")
+        with store.read() as tx:
+            turns = tx.all("SELECT outcome FROM turns WHERE card_id = ?", [card.id])
+            rows = tx.all("SELECT recoveries, payload FROM queue WHERE card_id = ?", [card.id])
+        assert [t["outcome"] for t in turns] == ["ok"]
+        assert all(r["recoveries"] == 0 and "board_away" not in r["payload"] for r in rows)
+        (notice,) = err.read_text().splitlines()
+        assert notice.startswith("lb: ") and notice.endswith("trying again for up to 30s")
+    finally:
+        _back(role)
+        proc.send_signal(signal.SIGTERM)
+        _, out = proc.communicate(timeout=60)
+        store.close()
+    assert "Traceback" not in out, out
