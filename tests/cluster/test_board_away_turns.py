@@ -106,6 +106,16 @@ def _start(tmp_path: Path, url: str, *, retry_s: str | None) -> subprocess.Popen
     return spawn_start(env)
 
 
+def _stop(proc: subprocess.Popen[str], store: Store, role: str) -> str:
+    """Let the board's role in again, stop the supervisor and close the test's store; the
+    supervisor's stderr."""
+    _back(role)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    store.close()
+    return err
+
+
 @pytest.mark.parametrize("agent", sorted(GIVE_UP))
 def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
     own_role: tuple[str, str], named_pg_url: str, tmp_path: Path, agent: str
@@ -141,11 +151,8 @@ def test_turns_refused_by_a_board_out_of_reach_do_not_hold_the_card(
         assert [t["outcome"] for t in turns] == [outcome] * OUTAGES + ["ok"]
         assert all(r["recoveries"] == 0 for r in recoveries), recoveries
     finally:
-        _back(role)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        store.close()
-    assert "Traceback" not in err, err
+        stderr = _stop(proc, store, role)
+    assert "Traceback" not in stderr, stderr
 
 
 def test_an_outage_shorter_than_the_agents_retry_is_not_seen_by_the_agent(
@@ -187,8 +194,5 @@ def test_an_outage_shorter_than_the_agents_retry_is_not_seen_by_the_agent(
         (notice,) = err.read_text().splitlines()
         assert notice.startswith("lb: ") and notice.endswith("trying again for up to 30s")
     finally:
-        _back(role)
-        proc.send_signal(signal.SIGTERM)
-        _, out = proc.communicate(timeout=60)
-        store.close()
-    assert "Traceback" not in out, out
+        stderr = _stop(proc, store, role)
+    assert "Traceback" not in stderr, stderr
