@@ -28,7 +28,11 @@ from laneboard.store import open_store
 from laneboard.supervisor import board_socket
 
 
-def test_an_agent_session_gets_the_socket_and_no_database(store_url: str, tmp_path: Path) -> None:
+def test_an_agent_session_gets_the_socket_and_no_database(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANEBOARD_RETRY_S", "12")  # the one setting passed on to a session
+    monkeypatch.setenv("LANEBOARD_BUSY_TIMEOUT", "7")  # and one that is not
     proj = tmp_path / "proj"
     proj.mkdir()
     seen = proj / "agent-env.json"  # the session's own directory (its /tmp is private)
@@ -51,6 +55,7 @@ def test_an_agent_session_gets_the_socket_and_no_database(store_url: str, tmp_pa
     assert env["LANEBOARD_URL"] == f"unix:{cfg.state_path('run', 'board.sock')}"
     assert env["LANEBOARD_CARD"] == card.ref and env["LANEBOARD_TOKEN"].startswith("lbt_")
     assert "LANEBOARD_DATABASE_URL" not in env
+    assert env["LANEBOARD_RETRY_S"] == "12" and "LANEBOARD_BUSY_TIMEOUT" not in env
     needles = (store_url, store_url.removeprefix("sqlite:///"), "postgresql://", "sqlite:")
     for key, value in env.items():  # neither the URL nor the file is named anywhere
         assert not any(n in value for n in needles), key

@@ -65,6 +65,42 @@ def test_a_failed_end_transaction_still_leaves_the_rest_to_write(
     board.store.close()
 
 
+def test_entries_a_write_could_not_send_while_the_database_was_away_are_kept(
+    store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush found no connection (the database restarting): nothing of its batch was
+    written, so the batch goes back ahead of what came after it, and the next write (here
+    the turn's end) writes every entry once, in order. They were dropped."""
+    from laneboard.supervisor import transcript_sink
+
+    # the timed flush waits for the end: only this test's writes run
+    monkeypatch.setattr(transcript_sink, "_pause", lambda closed, _s: closed.wait())
+    board, card, sink = _turn(store_url, tmp_path)
+    store: Any = board.store
+
+    def away() -> Any:
+        raise ConnectionRefusedError("the database is away")
+
+    real = store._connect
+    store._drop_idle()
+    store._connect = away
+    with pytest.raises(ConnectionRefusedError):
+        sink.flush()
+    sink.add(entry("message", "after"))
+    store._connect = real
+    with board.store.write() as tx:
+        sink.close_in(tx, TurnResult(True, final_text="done", usage=Usage(3, 2, 0.0)), "ok")
+    sink.committed()
+    got = board.transcript(card.ref)["entries"]
+    assert [(e["type"], e.get("text")) for e in got][:3] == [
+        ("prompt", "go"),
+        ("message", "almost"),
+        ("message", "after"),
+    ]
+    assert [e["type"] for e in got] == ["prompt", "message", "message", "result"]
+    board.store.close()
+
+
 def test_a_running_turns_transcript_is_written_every_half_second(
     store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -433,9 +433,9 @@ class DirectorLane:
                 ),
             }
         )
-        for key in ("LANEBOARD_NOW", *INHERITED):
-            if os.environ.get(key):
-                env[key] = os.environ[key]
+        for name in ("LANEBOARD_NOW", *INHERITED):
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         lane_key = f"director:{digest}"
         with rt.store.read() as tx:
             rec = records.session_record(tx, kind, lane_key)

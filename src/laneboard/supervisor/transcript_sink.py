@@ -3,7 +3,8 @@
 The pool hands ``TranscriptSink.on_event`` to ``Session.send``: each adapter event is
 normalized (``domain.transcript``) and buffered; a small thread writes the buffer every
 ``FLUSH_S`` (when it holds anything) in one transaction with one ``turn.output`` event, which is what wakes the
-dashboard's stream, ``lb card transcript --follow`` and every other follower. When the
+dashboard's stream, ``lb card transcript --follow`` and every other follower; what could
+not be sent while the database was away is kept for the next write. When the
 turn ends, ``close`` adds what the agent's stream did not say itself (a command agent's
 output, the turn's end and usage, its error) and writes the rest (``close_in``: in the
 transaction that records the turn's end).
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 from laneboard.agents.base import AgentEvent, TurnResult
 from laneboard.domain.model import Card
 from laneboard.domain.transcript import Entry, entry, normalize
-from laneboard.store.transcript_sql import append_output, append_output_in
+from laneboard.store.base import nothing_written
+from laneboard.store.transcript_sql import ROWS_PER_STATEMENT, append_output, append_output_in
 
 if TYPE_CHECKING:
     from laneboard.store.tx import Tx
@@ -53,12 +55,22 @@ class TranscriptSink:
             self.add(e)
 
     def flush(self) -> None:
+        """Write what the buffer holds, a transaction per ``ROWS_PER_STATEMENT`` entries. A
+        write that never reached the database (no connection: it is restarting) puts its
+        entries and the rest back ahead of what came since, for the next write; one that
+        may have been committed does not, so no entry is written twice."""
         with self._write_lock:
             with self._lock:
                 batch, self._buf = self._buf, []
-            if not batch:
-                return
-            append_output(self.rt.store, self.rt.actor, self.card, self.turn_id, batch)
+            for at in range(0, len(batch), ROWS_PER_STATEMENT):
+                part = batch[at : at + ROWS_PER_STATEMENT]
+                try:
+                    append_output(self.rt.store, self.rt.actor, self.card, self.turn_id, part)
+                except BaseException as exc:
+                    if nothing_written(exc):
+                        with self._lock:
+                            self._buf[:0] = batch[at:]
+                    raise
 
     def close(self, result: TurnResult, outcome: str) -> None:
         """The turn ended: add what its stream left out and write everything."""
@@ -70,7 +82,8 @@ class TranscriptSink:
         the transaction that records the turn's end. Kept until ``committed``: should that
         transaction fail, ``abandon`` still writes it."""
         self._end(result, outcome)
-        with self._lock:
+        # after any timed flush still under way: one that failed put its entries back
+        with self._write_lock, self._lock:
             batch = list(self._buf)
         self._in_tx = len(batch)
         if batch:
