@@ -23,6 +23,7 @@ from tests.supervisor.helpers import RealNowClock, Running, config, settled, wai
 from laneboard.board.service import Board
 from laneboard.board.tokens import Tokens
 from laneboard.domain.model import human
+from laneboard.errors import LaneboardError
 from laneboard.ops import unix
 from laneboard.store import open_store
 from laneboard.supervisor import board_socket
@@ -320,10 +321,19 @@ def test_calls_refused_while_the_database_is_away_are_counted_for_their_token(
 
     monkeypatch.setattr(Tokens, "resolve", away)
     for token in (tokens[0], tokens[0], tokens[1]):
-        status, _, _ = _ask(sock.path, _post(sock.path, "card.get", get, token))
-        assert status == 503
+        status, headers, _ = _ask(sock.path, _post(sock.path, "card.get", get, token))
+        assert status == 503 and "www-authenticate" not in headers
     assert board_socket.refused_calls(tokens[0]) == 2
     assert board_socket.refused_calls(tokens[0]) == 0  # read once
+
+    def budget_spent(*_a: object, **_k: object) -> object:  # the store's own refusal
+        raise LaneboardError("STORE_UNAVAILABLE", "all 8 connections stayed in use", "wait")
+
+    monkeypatch.setattr(Tokens, "resolve", budget_spent)
+    status, headers, _ = _ask(sock.path, _post(sock.path, "card.get", get, tokens[0]))
+    assert status == 503 and "www-authenticate" not in headers  # no credential asked for
+    assert board_socket.refused_calls(tokens[0]) == 1
+    monkeypatch.setattr(Tokens, "resolve", away)
     monkeypatch.setattr(board_socket, "REFUSALS_KEPT", 1)
     _ask(sock.path, _post(sock.path, "card.get", get, tokens[2]))
     assert board_socket.refused_calls(tokens[1]) == 0  # dropped: a newer one was noted

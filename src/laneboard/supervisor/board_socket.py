@@ -102,7 +102,10 @@ class _Handler(BaseHTTPRequestHandler):
             actor = self._actor(token)
         except LaneboardError as err:
             _note_refusal(token, err.code)  # the store's own refusal, when it was away
-            self._refuse(err, {"WWW-Authenticate": 'Bearer realm="laneboard"'})
+            challenge = err.code == "UNAUTHORIZED"  # a 503 asks for no credential
+            self._refuse(
+                err, {"WWW-Authenticate": 'Bearer realm="laneboard"'} if challenge else None
+            )
             return
         except Exception as exc:  # the token's lookup found the database out of reach
             known = store_error(exc)
