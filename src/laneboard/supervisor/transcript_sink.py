@@ -37,7 +37,7 @@ class TranscriptSink:
         self._seq = 0
         self._seen: set[str] = set()
         self._closed = threading.Event()
-        self._in_tx = 0  # entries close_in wrote in a transaction not yet committed
+        self._in_tx: set[int] = set()  # seqs close_in wrote in a transaction not committed
         self._thread = threading.Thread(
             target=self._loop, daemon=True, name=f"transcript-{turn_id}"
         )
@@ -82,18 +82,19 @@ class TranscriptSink:
         the transaction that records the turn's end. Kept until ``committed``: should that
         transaction fail, ``abandon`` still writes it."""
         self._end(result, outcome)
-        # after any timed flush still under way: one that failed put its entries back
-        with self._write_lock, self._lock:
+        # not under ``_write_lock``: a timed flush still under way may wait for this very
+        # transaction's write lock (SQLite); what it puts back is told apart by seq
+        with self._lock:
             batch = list(self._buf)
-        self._in_tx = len(batch)
+        self._in_tx = {seq for seq, _, _ in batch}
         if batch:
             append_output_in(tx, self.rt.actor, self.card, self.turn_id, batch)
 
     def committed(self) -> None:
         """The transaction ``close_in`` wrote in committed: its entries are written."""
         with self._lock:
-            del self._buf[: self._in_tx]
-        self._in_tx = 0
+            self._buf = [b for b in self._buf if b[0] not in self._in_tx]
+        self._in_tx = set()
 
     def _end(self, result: TurnResult, outcome: str) -> None:
         self._closed.set()
