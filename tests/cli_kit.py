@@ -28,6 +28,20 @@ NOW = "2026-01-01T00:00:00.000Z"
 USERS = ("alice", "bob", "carol")
 _BIN = Path(sys.executable).parent / "lb"
 LB = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "laneboard.cli.main"]
+# for a script that floods a board socket (``path``) with connections: one connection,
+# made again while the socket's backlog is full (a non-blocking connect's EAGAIN)
+CONNECT = """
+import time
+from laneboard.ops import unix
+
+
+def connect():
+    while True:
+        try:
+            return unix.connect(path, 10)
+        except BlockingIOError:
+            time.sleep(0.01)
+"""
 
 
 @dataclass

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hostile_kit import Targets, checkout_hash
+from tests.cli_kit import CONNECT
 from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
 
 from laneboard.board.service import Board
@@ -183,3 +185,49 @@ def test_a_turn_inside_allowed_paths_is_not_held(world: dict[str, Path]) -> None
     board, card, _ = run_card(world, script, card_kw={"allowed_paths": ["src"]})
     assert board.get(card).meta.get("hold_cycle") != "scope", board.get(card).meta
     assert [c for c in board.comments(card) if c.kind.value == "finding"] == []
+
+
+FLOOD = (
+    r"""
+import os, select, sys, time
+path = os.environ["LANEBOARD_URL"].removeprefix("unix:")
+"""
+    + CONNECT
+    + r"""
+
+kids = []
+for _ in range(3):  # three processes of one sandbox: still one caller
+    pid = os.fork()
+    if pid:
+        kids.append(pid)
+        continue
+    socks = [connect() for _ in range(100)]
+    refused, until = 0, time.monotonic() + 30
+    while socks and time.monotonic() < until:  # until no answer came for a second
+        ready, _, _ = select.select(socks, [], [], 1.0)
+        if not ready:
+            break
+        for s in ready:
+            refused += s.recv(65536).startswith(b"HTTP/1.1 503")
+            socks.remove(s)
+    os.write(1, f"{refused}\n".encode())
+    os._exit(0)
+for pid in kids:
+    os.waitpid(pid, 0)
+"""
+)
+
+
+def test_a_flooding_agent_is_one_caller_of_the_board_socket(world: dict[str, Path]) -> None:
+    """Every process of an agent's sandbox is one caller of the supervisor's socket: 300
+    connections opened by three of its processes get one share; the rest are refused at
+    once, so the supervisor never holds hundreds of threads and files for one agent."""
+    from laneboard.supervisor.board_socket import PER_CALLER
+
+    script = (  # the agent's own /tmp is private: the flood comes in on stdin
+        f"n=$({sys.executable} - <<'EOF' | awk '{{s += $1}} END {{print s}}'\n{FLOOD}EOF\n)\n"
+        'lb card comment "$1" "refused $n"\nlb card deliver "$1" --body done\n'
+    )
+    board, card, _ = run_card(world, script)
+    said = [c.body for c in board.comments(card) if c.body.startswith("refused")]
+    assert said and int(said[0].split()[1]) >= 300 - PER_CALLER, said

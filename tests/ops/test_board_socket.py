@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli_kit import CONNECT
 from tests.supervisor.helpers import RealNowClock, Running, config, settled, wait_for
 
 from laneboard.board.service import Board
@@ -338,3 +340,128 @@ def test_calls_refused_while_the_database_is_away_are_counted_for_their_token(
     _ask(sock.path, _post(sock.path, "card.get", get, tokens[2]))
     assert board_socket.refused_calls(tokens[1]) == 0  # dropped: a newer one was noted
     assert board_socket.refused_calls(tokens[2]) == 1
+
+
+# a caller that opens connections and sends nothing on them: when told "poll" on its
+# stdin it answers how many of them the socket has already answered with a refusal
+FLOOD = (
+    r"""
+import select, sys
+path, n = sys.argv[1], int(sys.argv[2])
+"""
+    + CONNECT
+    + r"""
+
+socks = [connect() for _ in range(n)]
+refused = set()
+print("opened", flush=True)
+for line in sys.stdin:
+    ready, _, _ = select.select([s for s in socks if s not in refused], [], [], 0)
+    for s in ready:
+        if s.recv(65536).startswith(b"HTTP/1.1 503"):
+            refused.add(s)
+    print(len(refused), flush=True)
+"""
+)
+
+
+def test_one_caller_cannot_hold_every_connection_of_the_socket(served) -> None:  # type: ignore[no-untyped-def]
+    """A caller (a process, or every process of one sandbox) that opens connections and
+    sends nothing is served up to its share; the rest are refused at once with a 503 a
+    client may retry (nothing was written), so the supervisor holds no thread or file for
+    them; another caller is served meanwhile."""
+    store, sock = served
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+    share = board_socket.PER_CALLER
+    with subprocess.Popen(
+        [sys.executable, "-c", FLOOD, sock.path, str(share + 40)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as flood:  # fmt: skip
+        assert flood.stdin is not None and flood.stdout is not None
+        assert flood.stdout.readline() == "opened\n"
+
+        def refused() -> int:
+            flood.stdin.write("poll\n")  # type: ignore[union-attr]
+            flood.stdin.flush()  # type: ignore[union-attr]
+            return int(flood.stdout.readline())  # type: ignore[union-attr]
+
+        wait_for(lambda: refused() == 40, timeout=20, what="the flood's excess refused")
+        assert sock.serving() == share
+        status, _, doc = _ask(
+            sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
+        )
+        assert status == 200 and doc["result"]["ref"] == "WEB-1"  # type: ignore[index]
+        flood.kill()
+    wait_for(lambda: sock.serving() == 0, timeout=20, what="the flood's connections closed")
+
+
+def _refused(path: str, token: str) -> tuple[int, dict[str, Any]]:
+    """A call the socket may refuse before reading it: sent as ``lb`` sends, which reads
+    the refusal even when its sending was cut short."""
+    from laneboard.cli.remote import Endpoint, request
+
+    body = json.dumps({"params": {"ref": "WEB-1"}}).encode()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    status, raw = request(Endpoint(f"unix:{path}"), "POST", "/api/v1/ops/card.get", body, headers)
+    return status, json.loads(raw)
+
+
+def test_a_refusal_for_a_full_share_says_nothing_was_written(served) -> None:  # type: ignore[no-untyped-def]
+    store, sock = served
+    held = [unix.connect(sock.path, 10) for _ in range(board_socket.PER_CALLER)]
+    try:
+        wait_for(lambda: sock.serving() == board_socket.PER_CALLER, what="the share in use")
+        token, _ = Tokens(store).create(human("alice"), "alice", "human")
+        status, doc = _refused(sock.path, token)
+    finally:
+        for s in held:
+            s.close()
+    err = doc["error"]
+    assert status == 503 and err["code"] == "STORE_UNAVAILABLE"  # type: ignore[index]
+    assert err["details"] == {"nothing_written": True}  # type: ignore[index]
+    assert str(board_socket.PER_CALLER) in err["message"]  # type: ignore[index]
+
+
+def test_a_call_must_arrive_whole_before_its_deadline(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A caller that sends a call a byte at a time is cut off once the call's deadline
+    has passed, however often it sends (the deadline is for the whole call, not each read);
+    time is the socket's clock, moved by the test."""
+    _, sock = served
+    now = [1000.0]
+    monkeypatch.setattr(board_socket, "_now", lambda: now[0])
+    with unix.connect(sock.path, 10) as s:
+        wait_for(lambda: sock.serving() == 1, what="the connection taken")  # its clock starts
+        s.sendall(b"POST /api/v1/ops/card.get HTTP/1.1\r\n")
+        for _ in range(3):  # each read in time, the call not yet whole
+            now[0] += board_socket.REQUEST_S / 4
+            s.sendall(b"X-Slow: 1\r\n")
+        now[0] += board_socket.REQUEST_S / 2  # past the call's deadline
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(b"X-Slow: 1\r\n")  # it may have been cut off already
+        s.settimeout(10)
+        try:
+            got = s.recv(65536)
+        except ConnectionResetError:  # closed with the last line unread
+            got = b""
+        assert got == b""  # closed, no answer: the call never arrived whole
+    wait_for(lambda: sock.serving() == 0, timeout=20, what="the slow connection closed")
+
+
+def test_the_socket_serves_a_bounded_number_of_calls_in_all(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    store, sock = served
+    monkeypatch.setattr(board_socket, "MAX_CONNECTIONS", 2)
+    held = [unix.connect(sock.path, 10) for _ in range(2)]
+    try:
+        wait_for(lambda: sock.serving() == 2, what="the socket's calls in use")
+        token, _ = Tokens(store).create(human("alice"), "alice", "human")
+        status, doc = _refused(sock.path, token)
+        assert status == 503 and "all the 2 calls it serves" in doc["error"]["message"]  # type: ignore[index]
+    finally:
+        for s in held:
+            s.close()
+    wait_for(lambda: sock.serving() == 0, what="the held connections closed")
+    assert _refused(sock.path, token)[0] == 200

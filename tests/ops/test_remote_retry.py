@@ -157,3 +157,65 @@ def test_a_write_is_made_again_while_no_board_answers_at_all(board: Any, tmp_pat
     assert len(lines) == 2 and lines[0].startswith("lb: no board answers at")
     assert "trying again for up to 0.3s" in lines[0]
     assert lines[1].startswith("error STORE_UNAVAILABLE: no board answers at")
+
+
+def test_a_write_refused_for_a_full_share_is_made_again_once_a_call_ends(
+    board: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket serves one caller so many calls at once (``PER_CALLER``); a call beyond
+    them is refused with ``nothing_written``, so even a write is made again, and it is
+    written once when one of the caller's calls has ended."""
+    from tests.supervisor.helpers import wait_for
+
+    from laneboard.ops import unix
+
+    store, _, env = board
+    monkeypatch.setattr(board_socket, "_caller", lambda _sock: "one sandbox")
+    sock = board_socket._LIVE[env["LANEBOARD_URL"].removeprefix("unix:")]  # the fixture's
+    held = [unix.connect(sock.path, 10) for _ in range(board_socket.PER_CALLER)]
+    try:
+        wait_for(lambda: sock.serving() == board_socket.PER_CALLER, what="the share in use")
+        with subprocess.Popen(
+            [*LB, "card", "comment", "WEB-1", "once"], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ) as call:  # fmt: skip
+            assert call.stderr is not None
+            told = call.stderr.readline()
+            assert "serving the 16 calls one caller may make at once" in told, told
+            assert "trying again" in told
+            held.pop().close()  # one call ends
+            _, err = call.communicate(timeout=60)
+        assert call.returncode == 0, err
+    finally:
+        for s in held:
+            s.close()
+    assert comments(store) == ["once"]
+
+
+def test_a_call_whose_sending_failed_never_reached_the_board(tmp_path: Path) -> None:
+    """A board that closes the connection before reading the call (as the socket does for
+    a caller past its share) leaves the client's send unfinished: that call cannot have
+    run, so it counts as unreached, which even a write may be made again after."""
+    import socket
+    import threading
+
+    from laneboard.cli.remote import Endpoint, Unreached, request
+
+    path = str(tmp_path / "closing.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def close_at_once() -> None:
+        conn, _ = server.accept()
+        conn.close()
+
+    closer = threading.Thread(target=close_at_once)
+    closer.start()
+    try:
+        with pytest.raises(Unreached):
+            request(Endpoint(f"unix:{path}"), "POST", "/api/v1/ops/card.comment",
+                    b"x" * (8 << 20), {})  # fmt: skip
+    finally:
+        closer.join(10)
+        server.close()

@@ -33,7 +33,8 @@ FIRST_PAUSE_S, LONGEST_PAUSE_S = 0.25, 4.0
 
 
 class Unreached(OSError):
-    """No connection to the board could be made: nothing of the call was sent."""
+    """The call never reached the board whole (no connection could be made, or the board
+    closed it before taking all of it): it cannot have run."""
 
 
 class Endpoint:
@@ -95,14 +96,50 @@ def request(
              f"Content-Length: {len(body)}"]  # fmt: skip
     lines += [f"{k}: {v}" for k, v in headers.items()]
     with sock:
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        chunks = []
+        try:
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        except OSError as exc:  # the board closed before taking the whole call: not run
+            answer = _received(sock)  # though it may have said why before it closed
+            if answer is None:
+                raise Unreached(exc.errno, _reason(exc)) from exc
+            return _parse(answer)
+        chunks: list[bytes] = []
         while True:
-            got = sock.recv(65536)
+            try:
+                got = sock.recv(65536)
+            except OSError:  # the board closed, unread data left: its answer may be whole
+                if _whole(b"".join(chunks)):
+                    break
+                raise
             if not got:
                 break
             chunks.append(got)
     return _parse(b"".join(chunks))
+
+
+def _received(sock: socket.socket) -> bytes | None:
+    """A whole answer already waiting on ``sock``, if there is one."""
+    chunks: list[bytes] = []
+    try:
+        sock.setblocking(False)
+        while got := sock.recv(65536):
+            chunks.append(got)
+    except OSError:
+        pass
+    raw = b"".join(chunks)
+    return raw if _whole(raw) else None
+
+
+def _whole(raw: bytes) -> bool:
+    """Whether ``raw`` is an HTTP answer with all of its ``Content-Length`` body."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep or not head.startswith(b"HTTP/"):
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return value.strip().isdigit() and len(body) >= int(value.strip())
+    return False
 
 
 def _parse(raw: bytes) -> tuple[int, bytes]:

@@ -7,6 +7,15 @@ with the standard library's threaded HTTP server; a call needs a bearer token (t
 socket is the user's own, so a caller without one is refused rather than trusted). The
 socket file is owner-only (0600) inside an owner-only directory (0700).
 
+An agent is untrusted, so the socket bounds what one caller can hold: every process of
+one sandbox (one PID namespace) is one caller, and a process outside any sandbox is one
+by itself (``SO_PEERCRED``). A caller is served up to ``PER_CALLER`` connections at once,
+the socket up to ``MAX_CONNECTIONS``; a connection beyond them is answered at once with a
+503 that says nothing was written (its ``lb`` calls again) and closed, so a flood holds
+neither threads nor files of the supervisor. A call must arrive whole (request line,
+headers and body) within ``REQUEST_S`` seconds of its connection, however slowly it
+trickles in.
+
 A session cannot write its own token file (its directory is read-only in the sandbox),
 so when a worker's re-claim renews its credential the socket keeps the new token in that
 file itself and answers without it: the session's next ``lb`` reads it from the file.
@@ -18,11 +27,17 @@ and stops with the pool.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import io
 import json
 import os
+import socket
 import socketserver
+import struct
 import threading
+import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -32,23 +47,148 @@ from laneboard.ops import unix
 from laneboard.ops.endpoint import PREFIX, answer, store_error
 from laneboard.ops.validate import MAX_BODY
 
-READ_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 30.0  # for one read or one answer's send
+REQUEST_S = 30.0  # for a whole call to arrive, from its connection on
+PER_CALLER = 16  # connections one caller (a sandbox, or a process outside any) is served at once
+MAX_CONNECTIONS = 512  # connections the socket serves at once, all callers together
+_now = time.monotonic  # the socket's clock (a test moves it)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = False
+    request_queue_size = 128  # a burst of agents' calls waits to be accepted, not refused
     board: Board
     state_dir: str  # the supervisor's, holding the sessions' token files
 
     def server_bind(self) -> None:
         unix.bind(self.socket, str(self.server_address))
 
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.callers: Counter[str] = Counter()
+        self.serving = 0
+        self.count_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread of its own, if its caller's share and the
+        socket's have room; else refuse it at once (``_turn_away``)."""
+        caller, until = _caller(request), _now() + REQUEST_S
+        with self.count_lock:
+            full = self.serving >= MAX_CONNECTIONS
+            room = not full and self.callers[caller] < PER_CALLER
+            if room:
+                self.serving += 1
+                self.callers[caller] += 1
+        if not room:
+            _turn_away(request, full)
+            self.shutdown_request(request)
+            return
+        worker = threading.Thread(
+            target=self._serve, args=(request, client_address, caller, until), daemon=True
+        )
+        try:
+            worker.start()
+        except RuntimeError:  # no thread to be had: refused like a full socket
+            self._release(caller)
+            _turn_away(request, True)
+            self.shutdown_request(request)
+
+    def _serve(self, request: Any, client_address: Any, caller: str, until: float) -> None:
+        _call.until = until  # read by the handler's ``setup``
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            self._release(caller)
+
+    def _release(self, caller: str) -> None:
+        with self.count_lock:
+            self.serving -= 1
+            self.callers[caller] -= 1
+            if self.callers[caller] <= 0:
+                del self.callers[caller]
+
+
+_call = threading.local()  # the deadline of the call a serving thread reads
+
+
+def _caller(sock: socket.socket) -> str:
+    """Who is calling: the PID namespace of the peer's process (every process of one
+    sandbox), or the process itself when it shares the supervisor's namespace; where the
+    peer cannot be told (no ``SO_PEERCRED``), the connection alone."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid = struct.unpack("3i", raw)[0]
+    except (AttributeError, OSError, struct.error):
+        return f"fd:{sock.fileno()}"
+    try:
+        space = os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:  # gone already, or no /proc: the process alone
+        return f"pid:{pid}"
+    return f"pid:{pid}" if space == _own_space() else space
+
+
+@functools.cache
+def _own_space() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _turn_away(sock: socket.socket, full: bool) -> None:
+    """Answer a connection beyond its caller's share (or the socket's, ``full``): a 503
+    whose call was not run."""
+    what = (
+        f"all the {MAX_CONNECTIONS} calls it serves at once"
+        if full
+        else f"the {PER_CALLER} calls one caller may make at once"
+    )
+    err = LaneboardError(
+        "STORE_UNAVAILABLE",
+        f"the supervisor's socket is already serving {what}",
+        "let one of them end; lb calls again by itself for up to LANEBOARD_RETRY_S seconds",
+        nothing_written=True,
+    )
+    body = json.dumps({"error": err.to_dict()}).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)  # never wait on a caller that does not read
+        sock.send(head.encode() + body)
+        for _ in range(64):  # what the call sent so far is read and dropped: a socket
+            if not sock.recv(65536):  # closed unread would reset the caller's read
+                break
+
+
+class _Deadline(io.RawIOBase):
+    """A connection's reads, each bounded by what is left of the call's deadline."""
+
+    def __init__(self, sock: socket.socket, until: float) -> None:
+        self.sock, self.until = sock, until
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.until - _now()
+        if left <= 0:
+            raise TimeoutError("the call did not arrive whole in time")
+        self.sock.settimeout(min(left, READ_TIMEOUT_S))
+        return self.sock.recv_into(buffer)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     timeout = READ_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # read through the call's deadline instead
+        self.rfile = io.BufferedReader(_Deadline(self.connection, _call.until))
 
     def address_string(self) -> str:
         return "unix"
@@ -60,6 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
         body = json.dumps(doc).encode()
+        self.connection.settimeout(READ_TIMEOUT_S)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -191,6 +332,11 @@ class BoardSocket:
     @property
     def url(self) -> str:
         return f"unix:{self.path}"
+
+    def serving(self) -> int:
+        """Connections being served now (not counting those refused at once)."""
+        with self.server.count_lock:
+            return self.server.serving
 
     def close(self) -> None:
         self.server.shutdown()
