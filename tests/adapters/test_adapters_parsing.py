@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from laneboard.agents.base import TurnResult
 from laneboard.agents.claude import ClaudeParser
 from laneboard.agents.codex import CodexParser
 from laneboard.agents.jsonlines import TurnDriver, TurnParser
@@ -392,3 +394,65 @@ def test_killing_a_process_group_returns_only_once_none_of_it_runs(tmp_path: Pat
         leader.kill()
         leader.wait()
     assert not group_running(leader.pid)
+
+
+def _peak_while(run: Callable[[], object]) -> tuple[object, int]:
+    """What ``run`` returns, and the most memory Python held meanwhile (every thread)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        got = run()
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+FLOOD_MB = 200  # far beyond what the supervisor keeps of one turn's output
+FLOOD_LIMIT = 48 << 20  # the most the test lets the reading hold at once
+
+
+def test_a_line_longer_than_the_limit_is_dropped_as_an_error_not_held(tmp_path: Path) -> None:
+    """An agent that writes a line of hundreds of megabytes (no newline) does not make the
+    supervisor hold it: the line is dropped, named as the turn's error, and the lines after
+    it are read as usual."""
+    end = json.dumps(CLAUDE[-1])
+    script = (
+        "import sys; out = sys.stdout.buffer; chunk = b'x' * (1 << 20)\n"
+        f"for _ in range({FLOOD_MB}): out.write(chunk)\n"
+        f"out.write(b'\\n' + {end!r}.encode() + b'\\n'); out.flush()"
+    )
+
+    def turn() -> object:
+        proc = LineProcess([sys.executable, "-c", script], cwd=str(tmp_path),
+                           env={"PATH": "/usr/bin:/bin"}, stderr_path=None)  # fmt: skip
+        try:
+            return TurnDriver(proc, ClaudeParser(), stderr_path=None,
+                              send_interrupt=lambda: None).run(120)  # fmt: skip
+        finally:
+            proc.close()
+
+    result, peak = _peak_while(turn)
+    assert isinstance(result, TurnResult)
+    assert peak < FLOOD_LIMIT, f"held {peak >> 20} MB"
+    assert result.error is not None and "a line of more than" in result.error, result.error
+    assert result.final_text == "Delivered."  # the end event after it was read
+
+
+def test_a_command_agent_that_floods_its_output_is_not_held_whole(tmp_path: Path) -> None:
+    """A ``command`` agent writing hundreds of megabytes to stdout and stderr: the turn
+    keeps the end of each (the final text, the error's tail), never all of it."""
+    from laneboard.agents.command import CommandSession
+    from laneboard.domain.roles import Role
+
+    flood = f"head -c {FLOOD_MB << 20} /dev/zero | tr '\\0' x"
+    script = tmp_path / "agent.sh"
+    script.write_text(f"#!/bin/sh\n{flood}\n{flood} >&2\necho; echo the end\nexit 3\n")
+    script.chmod(0o755)
+    worker = Role(id="worker", agent="command")
+    session = CommandSession(str(script), str(tmp_path), "s1", worker, {"PATH": "/usr/bin:/bin"})
+    result, peak = _peak_while(lambda: session.send("go", timeout=120))
+    assert isinstance(result, TurnResult)
+    assert peak < FLOOD_LIMIT, f"held {peak >> 20} MB"
+    assert result.exit_code == 3 and result.final_text.endswith("\nthe end\n")
+    assert result.error is not None and result.error.startswith("exit 3: xxx")

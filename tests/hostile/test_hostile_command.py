@@ -231,3 +231,25 @@ def test_a_flooding_agent_is_one_caller_of_the_board_socket(world: dict[str, Pat
     board, card, _ = run_card(world, script)
     said = [c.body for c in board.comments(card) if c.body.startswith("refused")]
     assert said and int(said[0].split()[1]) >= 300 - PER_CALLER, said
+
+
+def test_an_agent_that_floods_its_output_costs_the_supervisor_little(
+    world: dict[str, Path],
+) -> None:
+    """A sandboxed agent writing hundreds of megabytes to stdout and stderr: the supervisor
+    keeps the end of each, never the whole, and the turn is recorded as usual."""
+    import tracemalloc
+
+    flood = "head -c 209715200 /dev/zero | tr '\\0' x"
+    script = f"{flood}\n{flood} >&2\necho; echo the end\n"
+    tracemalloc.start()
+    try:
+        board, _, _ = run_card(world, script)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 48 << 20, f"the supervisor held {peak >> 20} MB"
+    with board.store.read() as tx:
+        turns = tx.all("SELECT outcome, final_text FROM turns ORDER BY id")
+    assert turns and all(t["outcome"] == "ok" for t in turns)  # it never delivers: run again
+    assert turns[0]["final_text"].endswith("x\nthe end\n")

@@ -149,3 +149,28 @@ def test_a_refused_move_runs_no_checks(store: Store, repo: Path) -> None:
         board.move(worker, card.ref, "in_review")
     assert err.value.code == "REPORT_REQUIRED"
     assert not Path(lane, "ran.txt").exists()
+
+
+def test_a_check_that_prints_hundreds_of_megabytes_is_read_in_pieces(tmp_path: Path) -> None:
+    """The evidence of a check is its log's digest and tail: a check that prints without
+    end (an agent may have changed what it runs) costs the runtime no more memory."""
+    import hashlib
+    import tracemalloc
+
+    from laneboard.workspace.verify import run_check
+
+    log = tmp_path / "logs" / "01-flood.log"
+    cmd = "head -c 209715200 /dev/zero | tr '\\0' x; echo; echo the last line"
+    tracemalloc.start()
+    try:
+        evidence = run_check(cmd, str(tmp_path), str(log), 120)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"held {peak >> 20} MB"
+    digest = hashlib.sha256()
+    with open(log, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    assert evidence.exit_code == 0 and evidence.digest == "sha256:" + digest.hexdigest()
+    assert evidence.summary.endswith("x\nthe last line")

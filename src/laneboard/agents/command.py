@@ -11,6 +11,7 @@ directory and ``{prompt_file}`` names it as the command sees it. The session id 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -20,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from laneboard.agents.base import AdapterError, EventSink, ProbeResult, TurnResult, Usage
 from laneboard.agents.procs import kill_group
@@ -86,9 +87,9 @@ class CommandSession:
                     stderr=subprocess.PIPE,
                     start_new_session=True,
                 )
-            try:
-                out, err = self._proc.communicate(prompt.encode(), timeout=timeout)
-            except subprocess.TimeoutExpired:
+            out, err = _Tail(self._proc.stdout), _Tail(self._proc.stderr)
+            _feed(self._proc.stdin, prompt.encode())
+            if not _ended(self._proc, (out, err), started + timeout):
                 self._kill()
                 return TurnResult(
                     False,
@@ -111,13 +112,13 @@ class CommandSession:
                 error="turn interrupted",
                 usage=Usage(duration_ms=ms),
             )
-        text = out.decode("utf-8", "replace")
+        text = out.text()
         return TurnResult(
             code == 0,
             final_text=text,
             session_id=self.session_id,
             exit_code=code,
-            error=None if code == 0 else f"exit {code}: {err.decode('utf-8', 'replace')[-500:]}",
+            error=None if code == 0 else f"exit {code}: {err.text()[-500:]}",
             usage=Usage(duration_ms=ms),
         )
 
@@ -133,6 +134,57 @@ class CommandSession:
 
     def close(self) -> None:
         self._kill()
+
+
+KEEP_BYTES = 64 << 10  # of a command's stdout (its final text) and stderr: the last ones
+
+
+class _Tail:
+    """The last ``KEEP_BYTES`` of a pipe, read to its end on a thread of its own: an agent
+    that writes without end costs the supervisor no more than that."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self.kept = bytearray()
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe: IO[bytes] | None) -> None:
+        if pipe is None:
+            return
+        with pipe, contextlib.suppress(OSError, ValueError):
+            while chunk := pipe.read1(1 << 16):  # type: ignore[attr-defined]
+                self.kept += chunk
+                if len(self.kept) > KEEP_BYTES:
+                    del self.kept[: len(self.kept) - KEEP_BYTES]
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", "replace")
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    """Write the prompt to the command's stdin and close it, on a thread: a command that
+    does not read it stalls nothing."""
+
+    def write() -> None:
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError), pipe:
+            pipe.write(data)
+
+    threading.Thread(target=write, daemon=True).start()
+
+
+def _ended(proc: subprocess.Popen[bytes], tails: tuple[_Tail, ...], deadline: float) -> bool:
+    """Whether the command exited and its output closed before ``deadline``."""
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    for tail in tails:
+        tail.thread.join(max(0.0, deadline - time.monotonic()))
+        if tail.thread.is_alive():  # something it started holds its output open
+            return False
+    return True
 
 
 class CommandAdapter:

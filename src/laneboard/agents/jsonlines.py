@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from laneboard.agents.base import AgentEvent, EventSink, TurnResult, Usage
-from laneboard.agents.procs import LineProcess
+from laneboard.agents.procs import DroppedLine, LineProcess
 
 INTERRUPT_GRACE_S = 15.0
 ORPHAN_GRACE_S = 2.0  # the agent exited but its output is still open: stop what it started
@@ -55,6 +55,9 @@ class TurnParser:
         """Called while no line arrives: a parser waiting on time (not on a line) decides."""
 
     def feed_line(self, raw: str) -> None:
+        if isinstance(raw, DroppedLine):  # too long to be read: the turn says so
+            self.fail(f"from {self.kind}: {raw}")
+            return
         line = raw.rstrip("\r\n")
         if not line.strip():
             return

@@ -18,6 +18,18 @@ from typing import IO, Any
 
 from laneboard.agents.sandbox import Sandbox, start
 
+MAX_LINE = 8 << 20  # bytes of one line of an agent's output read whole; a longer one is dropped
+QUEUED_LINES = 8  # lines read ahead of the turn that reads them
+
+
+class DroppedLine(str):
+    """In place of a line longer than ``MAX_LINE`` bytes: what the turn records of it."""
+
+    def __new__(cls, size: int) -> DroppedLine:
+        return super().__new__(
+            cls, f"a line of more than {MAX_LINE >> 20} MiB ({size} bytes) was dropped unread"
+        )
+
 
 class LineProcess:
     """A child process whose stdout is read line by line on a background thread."""
@@ -52,15 +64,40 @@ class LineProcess:
             if not isinstance(self._stderr, int):
                 self._stderr.close()
             raise
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        # bounded: an agent that writes faster than its turn reads waits on its own pipe
+        self.lines: queue.Queue[str | None] = queue.Queue(maxsize=QUEUED_LINES)
+        self._closing = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
+        """Each line of the agent's stdout, up to ``MAX_LINE`` bytes: a longer one is read
+        to its end and dropped, and a ``DroppedLine`` saying so is queued instead."""
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode("utf-8", "replace"))
-        self.lines.put(None)
+        out = self.proc.stdout
+        while raw := out.readline(MAX_LINE + 1):
+            if len(raw) <= MAX_LINE or raw.endswith(b"\n"):
+                line: str = raw.decode("utf-8", "replace")
+            else:
+                size = len(raw)
+                while raw and not raw.endswith(b"\n"):
+                    raw = out.readline(MAX_LINE)
+                    size += len(raw)
+                line = DroppedLine(size)
+            if not self._put(line):
+                return
+        self._put(None)
+
+    def _put(self, line: str | None) -> bool:
+        """Queue ``line`` once the turn has room for it; False: the process is being let
+        go (``_release``), so nobody will read it."""
+        while not self._closing:
+            try:
+                self.lines.put(line, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     @property
     def pid(self) -> int:
@@ -106,6 +143,8 @@ class LineProcess:
     def _release(self) -> None:
         """After the process ended: let the reader drain, then close our pipe ends."""
         self._reader.join(timeout=5)
+        self._closing = True  # a reader still waiting for room in the queue gives up
+        self._reader.join(timeout=1)
         for pipe in (self.proc.stdout, self.proc.stdin):
             if pipe is not None:
                 with contextlib.suppress(OSError):

@@ -164,12 +164,23 @@ def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
             proc.wait()
             code = TIMEOUT_EXIT
             fh.write(f"\n[laneboard] timed out after {timeout:g} s; killed\n".encode())
-    with open(log_path, "rb") as fh:
-        data = fh.read()
-    summary = _tail(data)
+    digest, end = _digest_and_end(log_path)
+    summary = _tail(end)
     if timed_out:
         summary = f"timed out after {timeout:g} s\n{summary}"
-    return Evidence(cmd, code, "sha256:" + hashlib.sha256(data).hexdigest(), summary, log_path)
+    return Evidence(cmd, code, "sha256:" + digest, summary, log_path)
+
+
+def _digest_and_end(path: str) -> tuple[str, bytes]:
+    """A log's SHA-256 and its last bytes (enough for the summary), read in pieces: a
+    check that printed gigabytes costs no more memory than one that printed a line."""
+    digest, end = hashlib.sha256(), b""
+    keep = TAIL_CHARS * 4 + 4096  # UTF-8 takes at most 4 bytes a character
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            end = (end + chunk)[-keep:]
+    return digest.hexdigest(), end
 
 
 def run_checks(
