@@ -76,3 +76,56 @@ def test_a_run_whose_id_is_a_multiple_prunes_the_log_to_a_day(pg: Store, clock: 
     with pg.read() as tx:
         assert [int(r["id"]) for r in tx.pass_runs()] == [PASS_RUNS_PRUNE_EVERY]
     assert old["workflow"] != PASS_RUNS_PRUNE_EVERY
+
+
+def test_a_run_starts_when_its_lease_was_got_not_when_its_statement_began(
+    named_pg_url: str,
+) -> None:
+    """A take that waits for the holder's give-back to commit records its run from the
+    moment it got the lease (the server's clock then), so the log never shows two runs of
+    one pass overlapping: the run given back ends before the next one starts."""
+    import threading
+
+    import psycopg
+    from tests.supervisor.helpers import wait_for
+
+    from laneboard.domain.clock import SystemClock
+    from laneboard.store import open_store
+
+    store = open_store(named_pg_url, SystemClock())
+    name = named_pg_url.rsplit("application_name=", 1)[1]
+    try:
+        take_and_start(store, {"pass:workflow": "workflow"}, "a", "m1", 60_000)
+        with psycopg.connect(named_pg_url) as giving_back:  # a's give-back, not yet committed
+            giving_back.execute("DELETE FROM locks WHERE name = 'pass:workflow'")
+            got: dict[str, int] = {}
+            taker = threading.Thread(
+                target=lambda: got.update(
+                    take_and_start(store, {"pass:workflow": "workflow"}, "b", "m2", 60_000)
+                )
+            )
+            taker.start()
+
+            def waiting() -> bool:  # b's statement has begun and waits for a's row
+                with store.read() as tx:
+                    return bool(tx.scalar(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = ? "
+                        "AND wait_event_type = 'Lock'", (name,)
+                    ))  # fmt: skip
+
+            wait_for(waiting, timeout=30, what="the take to wait for the give-back")
+            row = giving_back.execute(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+            ).fetchone()
+            assert row is not None
+            given_back_at = int(row[0])
+            giving_back.commit()
+        taker.join(30)
+        assert got == {"workflow": got["workflow"]}
+        with store.read() as tx:
+            started = int(
+                tx.scalar("SELECT started_at FROM pass_runs WHERE id = ?", (got["workflow"],))
+            )
+        assert started >= given_back_at
+    finally:
+        store.close()

@@ -19,6 +19,9 @@ from laneboard.store.q_ops import (
     prune_pass_runs,
 )
 
+# the server's clock when the expression is reached, not when the statement began
+CLOCK_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
 if TYPE_CHECKING:
     from laneboard.store.base import Store
 
@@ -46,15 +49,19 @@ def take_and_start(
     for lease, name in passes.items():
         rows.append(f"(?::text, ?::text, ?::text, {now}, {now} + ?::bigint)")
         values += [lease, name, holder, *at, *at, ttl_ms]
+    # a run starts when its lease was got: a take that waited for a holder's give-back to
+    # commit began before that give-back ended, so the statement's own time would show
+    # two runs of one pass overlapping (on the server's clock; a store's own clock stands)
+    started, started_at = (CLOCK_NOW, []) if now == SERVER_NOW else ("?::bigint", at)
     sql = (
         "WITH v (lease, pass, holder, at, until) AS (VALUES " + ", ".join(rows) + "), "
         "l AS (INSERT INTO locks (name, holder, acquired_at, expires_at) "
         f"SELECT lease, holder, at, until FROM v {LEASE_CONFLICT} RETURNING name) "
         "INSERT INTO pass_runs (name, holder, machine, started_at) "
-        "SELECT v.pass, v.holder, ?, v.at FROM v JOIN l ON l.name = v.lease "
+        f"SELECT v.pass, v.holder, ?, {started} FROM v JOIN l ON l.name = v.lease "
         "RETURNING id, name, started_at"
     )
-    got = store.write_statement(sql, [*values, machine], announce=False)
+    got = store.write_statement(sql, [*values, machine, *started_at], announce=False)
     ids = {str(r["name"]): int(r["id"]) for r in got}
     if prune_pass_runs(ids):
         since = int(got[0]["started_at"]) - PASS_RUNS_KEPT_MS
