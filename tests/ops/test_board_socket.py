@@ -465,3 +465,50 @@ def test_the_socket_serves_a_bounded_number_of_calls_in_all(
             s.close()
     wait_for(lambda: sock.serving() == 0, what="the held connections closed")
     assert _refused(sock.path, token)[0] == 200
+
+
+class _Said:
+    """A log that keeps its warnings."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def warn(self, component: str, message: str, **fields: Any) -> None:
+        self.lines.append((component, message, fields))
+
+
+def test_the_supervisors_log_says_whose_connections_were_refused(
+    sqlite_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller's first refusal is logged at once with who it is; the rest are counted and
+    said at most once a minute (the socket's clock, moved by the test)."""
+    now = [1000.0]
+    monkeypatch.setattr(board_socket, "_now", lambda: now[0])
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    said = _Said()
+    sock = board_socket.serve(board, str(tmp_path / "state"), said)
+    held = [unix.connect(sock.path, 10) for _ in range(board_socket.PER_CALLER)]
+    try:
+        wait_for(lambda: sock.serving() == board_socket.PER_CALLER, what="the share in use")
+
+        def refuse(n: int) -> None:
+            for _ in range(n):
+                with unix.connect(sock.path, 10) as s:
+                    s.settimeout(10)
+                    assert s.recv(65536).startswith(b"HTTP/1.1 503")
+
+        refuse(3)
+        caller = f"pid:{os.getpid()}"
+        share = f"the caller's {board_socket.PER_CALLER} calls at once are in use"
+        assert said.lines == [("board-socket", f"refused 1 connection(s): {share}",
+                               {"caller": caller})]  # fmt: skip
+        now[0] += board_socket.REFUSALS_SAID_S
+        refuse(1)
+        assert said.lines[1:] == [("board-socket", f"refused 3 connection(s): {share}",
+                                   {"caller": caller})]  # fmt: skip
+    finally:
+        for s in held:
+            s.close()
+        board_socket.stop(board)
+        store.close()

@@ -198,7 +198,9 @@ def cmd_start(ctx: Context) -> int:
     sup.install_signals()
     from laneboard.supervisor import board_socket
 
-    sock = board_socket.serve(rt.board, rt.config.state_path())  # the sessions' LANEBOARD_URL
+    sock = board_socket.serve(
+        rt.board, rt.config.state_path(), rt.log
+    )  # the sessions' LANEBOARD_URL
     probe = ""
     if ctx.args.health_port is not None:
         from laneboard.cli.health_port import serve

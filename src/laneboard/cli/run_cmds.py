@@ -155,7 +155,7 @@ def cmd_run(ctx: Context) -> int:
     if progress is not None:
         sup.extra_clocks.append(("progress", 0, progress))
     sup.install_signals()
-    sock = board_socket.serve(rt.board, rt.config.state_path())
+    sock = board_socket.serve(rt.board, rt.config.state_path(), rt.log)
     if progress is not None:
         sys.stderr.write(f"run {run_id}: driving it on this machine (board socket {sock.url})\n")
     try:

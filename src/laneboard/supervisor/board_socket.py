@@ -51,6 +51,7 @@ READ_TIMEOUT_S = 30.0  # for one read or one answer's send
 REQUEST_S = 30.0  # for a whole call to arrive, from its connection on
 PER_CALLER = 16  # connections one caller (a sandbox, or a process outside any) is served at once
 MAX_CONNECTIONS = 512  # connections the socket serves at once, all callers together
+REFUSALS_SAID_S = 60.0  # a caller's refusals are logged at most once in this long
 _now = time.monotonic  # the socket's clock (a test moves it)
 
 
@@ -69,6 +70,8 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.callers: Counter[str] = Counter()
         self.serving = 0
         self.count_lock = threading.Lock()
+        self.log: Any = None  # the supervisor's log (``LogFile``), for the refusals
+        self.refusals: dict[str, tuple[float, int]] = {}  # caller -> (said at, refused since)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve the connection on a thread of its own, if its caller's share and the
@@ -81,6 +84,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 self.serving += 1
                 self.callers[caller] += 1
         if not room:
+            self._say_refused(caller, full)
             _turn_away(request, full)
             self.shutdown_request(request)
             return
@@ -93,6 +97,27 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._release(caller)
             _turn_away(request, True)
             self.shutdown_request(request)
+
+    def _say_refused(self, caller: str, full: bool) -> None:
+        """Log a caller's refusals: its first at once, then at most one line each
+        ``REFUSALS_SAID_S`` with how many there were since."""
+        now = _now()
+        with self.count_lock:
+            said, since = self.refusals.pop(caller, (None, 0))
+            since += 1
+            if said is not None and now - said < REFUSALS_SAID_S:
+                self.refusals[caller] = (said, since)
+                return
+            self.refusals[caller] = (now, 0)
+            while len(self.refusals) > REFUSALS_KEPT:
+                del self.refusals[next(iter(self.refusals))]
+        if self.log is not None:
+            why = (
+                f"all the {MAX_CONNECTIONS} calls it serves at once are in use"
+                if full
+                else f"the caller's {PER_CALLER} calls at once are in use"
+            )
+            self.log.warn("board-socket", f"refused {since} connection(s): {why}", caller=caller)
 
     def _serve(self, request: Any, client_address: Any, caller: str, until: float) -> None:
         _call.until = until  # read by the handler's ``setup``
@@ -312,7 +337,7 @@ def _no_route() -> LaneboardError:
 class BoardSocket:
     """A running socket server over one board."""
 
-    def __init__(self, board: Board, path: str, state_dir: str) -> None:
+    def __init__(self, board: Board, path: str, state_dir: str, log: Any = None) -> None:
         self.board = board
         self.path = path
         directory = os.path.dirname(path)
@@ -324,6 +349,7 @@ class BoardSocket:
         os.chmod(path, 0o600)
         self.server.board = board
         self.server.state_dir = state_dir
+        self.server.log = log
         self.thread = threading.Thread(
             target=self.server.serve_forever, name="board-socket", daemon=True
         )
@@ -387,8 +413,9 @@ def _answers(path: str) -> bool:
     return True
 
 
-def serve(board: Board, state_dir: str) -> BoardSocket:
-    """The socket serving ``board`` under ``state_dir``, started on first use."""
+def serve(board: Board, state_dir: str, log: Any = None) -> BoardSocket:
+    """The socket serving ``board`` under ``state_dir``, started on first use; ``log``
+    (the supervisor's ``LogFile``) is told of the connections it refuses."""
     path = os.path.join(state_dir, "run", "board.sock")
     with _LOCK:
         live = _LIVE.get(path)
@@ -399,7 +426,7 @@ def serve(board: Board, state_dir: str) -> BoardSocket:
             del _LIVE[path]
         elif os.path.exists(path) and _answers(path):
             path = os.path.join(state_dir, "run", f"board-{os.getpid()}.sock")
-        _LIVE[path] = live = BoardSocket(board, path, state_dir)
+        _LIVE[path] = live = BoardSocket(board, path, state_dir, log)
         return live
 
 

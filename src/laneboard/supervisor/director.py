@@ -426,7 +426,7 @@ class DirectorLane:
         env.update(
             {
                 "LANEBOARD_TOKEN_FILE": token_file,
-                "LANEBOARD_URL": board_socket.serve(rt.board, rt.config.state_path()).url,
+                "LANEBOARD_URL": board_socket.serve(rt.board, rt.config.state_path(), rt.log).url,
                 "LANEBOARD_AGENT_STATE": rt.config.state_path("agents", "director"),
                 "LANEBOARD_AGENT_STDERR": rt.config.state_path(
                     "agents", "stderr", f"director-{digest}.log"

@@ -199,7 +199,7 @@ def session_env(rt: Runtime, card: Card, role: Role) -> tuple[dict[str, str], Ag
         os.environ,
         token=token,
         card_ref=card.ref,
-        board_url=board_socket.serve(rt.board, rt.config.state_path()).url,
+        board_url=board_socket.serve(rt.board, rt.config.state_path(), rt.log).url,
         secrets=kind_cfg.get("secret_env", ()),
         extra={
             "LANEBOARD_TOKEN_FILE": tokfile,
