@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.supervisor.helpers import wait_for
 
 from laneboard.agents.procs import LineProcess, group_running, pid_alive
 
@@ -134,3 +135,25 @@ def test_close_ends_what_an_agent_left_running_when_it_exits(tmp_path: Path) -> 
     assert proc.proc.returncode == 0  # it exited on its own
     assert not pid_alive(grand) and not group_running(proc.pid)
     assert (tmp_path / "g").read_text() == "terminated"
+
+
+def test_a_process_that_wrote_more_than_was_read_is_let_go_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines are read only a few ahead of the turn; an agent that wrote many more before
+    it was stopped does not keep its reader, or the stop, waiting for someone to read
+    them (were the stop to wait for the reader, it would wait out ``READER_JOIN_S``)."""
+    import threading
+
+    from laneboard.agents import procs
+
+    monkeypatch.setattr(procs, "READER_JOIN_S", 3600.0)
+    script = "import sys\nfor i in range(1000): print(i, flush=True)\nimport time; time.sleep(600)"
+    proc = LineProcess([sys.executable, "-c", script], cwd=str(tmp_path),
+                       env={"PATH": "/usr/bin:/bin"}, stderr_path=None)  # fmt: skip
+    wait_for(lambda: proc.lines.full(), what="the read-ahead full")
+    stop = threading.Thread(target=proc.kill, kwargs={"grace_s": 5})
+    stop.start()
+    stop.join(60)
+    assert not stop.is_alive(), "the stop waited for its reader"
+    assert not proc._reader.is_alive()

@@ -20,6 +20,7 @@ from laneboard.agents.sandbox import Sandbox, start
 
 MAX_LINE = 8 << 20  # bytes of one line of an agent's output read whole; a longer one is dropped
 QUEUED_LINES = 8  # lines read ahead of the turn that reads them
+READER_JOIN_S = 5.0  # for the reader of a process let go to end (something may hold its pipe)
 
 
 class DroppedLine(str):
@@ -141,10 +142,10 @@ class LineProcess:
         kill_group(self.proc.pid)
 
     def _release(self) -> None:
-        """After the process ended: let the reader drain, then close our pipe ends."""
-        self._reader.join(timeout=5)
-        self._closing = True  # a reader still waiting for room in the queue gives up
-        self._reader.join(timeout=1)
+        """After the process ended: let the reader end, then close our pipe ends. Nobody
+        reads the lines any more, so a reader waiting for room in the queue gives up."""
+        self._closing = True
+        self._reader.join(timeout=READER_JOIN_S)
         for pipe in (self.proc.stdout, self.proc.stdin):
             if pipe is not None:
                 with contextlib.suppress(OSError):
