@@ -12,6 +12,7 @@ request over a socket; ``https://`` uses the standard library's client).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -120,38 +121,45 @@ def request(
 def _received(sock: socket.socket) -> bytes | None:
     """A whole answer already waiting on ``sock``, if there is one."""
     chunks: list[bytes] = []
-    try:
+    # read until nothing more waits (EAGAIN) or the board's reset: either way, what came
+    # before it is all the board said, and it is judged whole or not below
+    with contextlib.suppress(OSError):
         sock.setblocking(False)
         while got := sock.recv(65536):
             chunks.append(got)
-    except OSError:
-        pass
     raw = b"".join(chunks)
     return raw if _whole(raw) else None
 
 
 def _whole(raw: bytes) -> bool:
     """Whether ``raw`` is an HTTP answer with all of its ``Content-Length`` body."""
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep or not head.startswith(b"HTTP/"):
+    split = _split(raw)
+    if split is None:
         return False
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return value.strip().isdigit() and len(body) >= int(value.strip())
-    return False
+    _, fields, body = split
+    length = fields.get("content-length", "")
+    return length.isdigit() and len(body) >= int(length)
 
 
 def _parse(raw: bytes) -> tuple[int, bytes]:
+    split = _split(raw)
+    if split is None:
+        raise OSError("the answer is not HTTP")
+    status, fields, body = split
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        body = _unchunk(body)
+    return status, body
+
+
+def _split(raw: bytes) -> tuple[int, dict[str, str], bytes] | None:
+    """An HTTP answer's status, header fields (lower-cased names) and body; None: not one."""
     head, sep, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2) if lines and sep else []
     if len(parts) < 2 or not parts[1].isdigit():
-        raise OSError("the answer is not HTTP")
+        return None
     fields = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
-    if fields.get("transfer-encoding", "").lower() == "chunked":
-        body = _unchunk(body)
-    return int(parts[1]), body
+    return int(parts[1]), fields, body
 
 
 def _unchunk(body: bytes) -> bytes:
