@@ -152,7 +152,7 @@ class _Tail:
         if pipe is None:
             return
         with pipe, contextlib.suppress(OSError, ValueError):
-            while chunk := pipe.read1(1 << 16):  # type: ignore[attr-defined]
+            while chunk := os.read(pipe.fileno(), 1 << 16):  # unbuffered: nothing else reads it
                 self.kept += chunk
                 if len(self.kept) > KEEP_BYTES:
                     del self.kept[: len(self.kept) - KEEP_BYTES]
