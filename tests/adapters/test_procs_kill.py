@@ -157,3 +157,21 @@ def test_a_process_that_wrote_more_than_was_read_is_let_go_at_once(
     stop.join(60)
     assert not stop.is_alive(), "the stop waited for its reader"
     assert not proc._reader.is_alive()
+
+
+def test_the_end_of_the_output_reaches_a_turn_still_reading_after_a_stop(
+    tmp_path: Path,
+) -> None:
+    """A turn stopped by a person reads on until the output's end: that end (``None``) is
+    queued even when the output closes only after the stop let the process go (here a
+    process of another session holds it two seconds more)."""
+    script = (
+        "import subprocess, sys\n"
+        "subprocess.Popen(['sleep', '2'], start_new_session=True)\n"
+        "print('ready', flush=True)\nimport time; time.sleep(600)"
+    )
+    proc = LineProcess([sys.executable, "-c", script], cwd=str(tmp_path),
+                       env={"PATH": "/usr/bin:/bin"}, stderr_path=None)  # fmt: skip
+    assert proc.lines.get(timeout=30) == "ready\n"
+    proc.kill(grace_s=5)
+    assert proc.lines.get(timeout=30) is None  # the turn reading it learns the output ended

@@ -86,19 +86,35 @@ class LineProcess:
                     size += len(raw)
                 line = DroppedLine(size)
             if not self._put(line):
-                return
-        self._put(None)
+                break
+        self._end()
 
-    def _put(self, line: str | None) -> bool:
-        """Queue ``line`` once the turn has room for it; False: the process is being let
-        go (``_release``), so nobody will read it."""
+    def _put(self, line: str) -> bool:
+        """Queue ``line`` once the turn has room for it. Once the process is let go
+        (``_release``) a line is queued only if there is room, and False ends the reading:
+        a turn that still reads gets what fits, then the end."""
         while not self._closing:
             try:
                 self.lines.put(line, timeout=0.5)
                 return True
             except queue.Full:
                 continue
+        with contextlib.suppress(queue.Full):
+            self.lines.put_nowait(line)
+            return True
         return False
+
+    def _end(self) -> None:
+        """Queue the output's end (``None``) always: a turn still reading waits for it.
+        Once the process is let go, lines nobody read make room for it."""
+        while True:
+            try:
+                self.lines.put(None, timeout=0.5)
+                return
+            except queue.Full:
+                if self._closing:
+                    with contextlib.suppress(queue.Empty):
+                        self.lines.get_nowait()
 
     @property
     def pid(self) -> int:
