@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -67,14 +68,26 @@ class Live:
         )
 
 
-def start_server(db: str, tmp: Path, *extra: str) -> Live:
+def start_server(db: str, tmp: Path, *extra: str, nofile: tuple[int, int] | None = None) -> Live:
+    """``lb serve`` on ``db`` (``nofile``: the open-file limits it starts with)."""
+
+    def limited() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
     env = {**os.environ, "LANEBOARD_USER": "alice", "XDG_STATE_HOME": str(tmp / "state")}
     env.pop("LANEBOARD_TOKEN", None)
     env.pop("LANEBOARD_TOKEN_FILE", None)
     cmd = [sys.executable, "-m", "laneboard.cli.main", "--db", db, "serve", "--port", "0"]
     path = tmp / f"serve-{uuid.uuid4().hex[:8]}.log"
     with open(path, "wb") as log:  # the child keeps its own copy
-        proc = subprocess.Popen([*cmd, *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*cmd, *extra],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=limited if nofile is not None else None,
+        )
     # A wait, not a delay: it ends when the server answers. Its bound is generous since
     # on a loaded two-core machine the start alone (imports, migrations) has taken 30 s.
     deadline = time.monotonic() + 120

@@ -9,6 +9,7 @@ from typing import Any
 from laneboard.cli.common import Context, user_name
 from laneboard.cli.generated import command
 from laneboard.errors import LaneboardError
+from laneboard.server.guard import MAX_CONNECTIONS
 
 
 def register(sub: Any) -> None:
@@ -32,6 +33,14 @@ def register(sub: Any) -> None:
         "(repeatable; default 127.0.0.1 and ::1)",
     )
     p.add_argument("--no-mcp", action="store_true", help="do not mount MCP at /mcp")
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once, event streams included (default {MAX_CONNECTIONS}); "
+        "one beyond them is answered 503 at once",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = command(
@@ -76,6 +85,7 @@ def cmd_serve(ctx: Context) -> int:
     _need_server_extra()
     import uvicorn
 
+    from laneboard.server import guard
     from laneboard.server.app import create_app
     from laneboard.server.auth import DEFAULT_TRUSTED
 
@@ -84,15 +94,20 @@ def cmd_serve(ctx: Context) -> int:
         raise LaneboardError(
             "BAD_INPUT", f"port {a.port} is out of range", "use 1-65535, or 0 for a free one"
         )
+    guard.check_max_connections(a.max_connections)
+    guard.open_files(a.max_connections)
     ctx.store.require_known_schema()  # an older server never serves a newer board
     name = user_name()
     trusted = tuple(a.trust) if a.trust else DEFAULT_TRUSTED
     app = create_app(ctx.store, local_user=name, trusted=trusted, with_mcp=not a.no_mcp)
-    sock = listen(a.host, a.port)
+    sock = listen(a.host, a.port, guard.BACKLOG)
     port = sock.getsockname()[1]
     sys.stderr.write(f"laneboard serving {ctx.store.url} on http://{a.host}:{port}/\n")
     sys.stderr.flush()
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    bounded = guard.protocol(a.max_connections)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", http=bounded, backlog=guard.BACKLOG
+    )
     _server(uvicorn, app, config).run(sockets=[sock])
     return 0
 
@@ -111,7 +126,7 @@ def _server(uvicorn: Any, app: Any, config: Any) -> Any:
     return Server(config)
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, backlog: int = 128) -> socket.socket:
     """A listening socket on ``host:port`` (port 0: one the system picks)."""
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -119,7 +134,7 @@ def listen(host: str, port: int) -> socket.socket:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
-            sock.listen(2048)
+            sock.listen(backlog)
         except OSError:
             sock.close()
             raise
