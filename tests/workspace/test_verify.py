@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -174,3 +175,49 @@ def test_a_check_that_prints_hundreds_of_megabytes_is_read_in_pieces(tmp_path: P
             digest.update(chunk)
     assert evidence.exit_code == 0 and evidence.digest == "sha256:" + digest.hexdigest()
     assert evidence.summary.endswith("x\nthe last line")
+
+
+def test_a_check_that_prints_without_end_keeps_a_log_of_bounded_size(tmp_path: Path) -> None:
+    """An agent's code under a check may print without end: the log keeps the first and
+    the last bytes, says how many were cut between them, and the check runs to its end."""
+    import hashlib
+
+    from laneboard.workspace.check_log import LOG_HEAD, LOG_TAIL
+    from laneboard.workspace.verify import run_check
+
+    log = tmp_path / "logs" / "01-flood.log"
+    size = 50 << 20
+    cmd = f"echo first; head -c {size} /dev/zero | tr '\\0' x; echo; echo the last line"
+    evidence = run_check(cmd, str(tmp_path), str(log), 120)
+    data = log.read_bytes()
+    assert evidence.exit_code == 0
+    assert evidence.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert evidence.summary.endswith("x\nthe last line")
+    head, _, tail = data.partition(b"\n[laneboard] ")
+    assert head == f"$ {cmd}\n".encode() + b"first\n" + b"x" * (LOG_HEAD - len("first\n"))
+    said, _sep, kept = tail.partition(b"\n")
+    assert len(kept) == LOG_TAIL and kept.endswith(b"x\nthe last line\n")
+    printed = len("first\n") + size + len("\nthe last line\n")
+    cut = printed - LOG_HEAD - LOG_TAIL
+    assert said.startswith(f"{cut} bytes of output cut here".encode())
+    assert len(data) < LOG_HEAD + LOG_TAIL + 4096
+
+
+def test_a_check_ends_when_its_command_does_though_it_left_a_process_on_its_output(
+    tmp_path: Path,
+) -> None:
+    """A background process keeps the check's output open; the check is over when its
+    command is, as when the output went straight to the file."""
+    import signal
+
+    from laneboard.workspace.verify import run_check
+
+    pid_file = tmp_path / "sleeper.pid"
+    cmd = f"sleep 600 & echo $! > {pid_file}; echo done"
+    try:
+        evidence = run_check(cmd, str(tmp_path), str(tmp_path / "logs" / "01.log"), 60)
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert evidence.exit_code == 0 and evidence.summary.endswith("\ndone")

@@ -4,18 +4,18 @@ The changed paths since the lane's base (committed, staged, unstaged and untrack
 must lie within the card's ``allowed_paths``; then each of the card's ``checks`` and
 the project's ``review_gate`` runs in the lane with a timeout. Every output is kept as a
 log file under the project checkout's ``.laneboard/lanes/<lane>/<card>/checks/`` (it
-outlives the lane's tree) and summarized as evidence.
+outlives the lane's tree; its first and last bytes when it is long: ``check_log``) and
+summarized as evidence.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import signal
 import stat
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from laneboard.domain.model import Card, Evidence
 from laneboard.domain.verdict import LANE_HEAD
 from laneboard.store import Store
 from laneboard.workspace import git as g
+from laneboard.workspace.check_log import CappedLog, copy_output
 from laneboard.workspace.lanes import Lane, conflict_to_resolve, lane_for, publish
 
 DEFAULT_CHECK_TIMEOUT_S = 120.0
@@ -140,9 +141,9 @@ def check_env() -> dict[str, str]:
 
 
 def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
-    """Run one shell command in ``cwd``; its output goes to ``log_path``."""
+    """Run one shell command in ``cwd``; its output goes to ``log_path``, which keeps its
+    first ``LOG_HEAD`` and last ``LOG_TAIL`` bytes (``check_log``)."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    timed_out = False
     with open(log_path, "wb") as fh:
         fh.write(f"$ {cmd}\n".encode())
         fh.flush()
@@ -150,19 +151,16 @@ def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
             ["/bin/sh", "-c", cmd],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            stdout=fh,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=check_env(),
             start_new_session=True,
         )
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = TIMEOUT_EXIT
+        log = CappedLog(fh)
+        timed_out = copy_output(proc, log, time.monotonic() + timeout)
+        log.finish()
+        code = TIMEOUT_EXIT if timed_out else proc.returncode
+        if timed_out:
             fh.write(f"\n[laneboard] timed out after {timeout:g} s; killed\n".encode())
     digest, end = _digest_and_end(log_path)
     summary = _tail(end)
