@@ -312,3 +312,13 @@ def test_the_next_request_on_a_kept_connection_is_timed_from_the_answer_before(
     assert not server.server_state.connections or _until(
         lambda: not server.server_state.connections
     )
+
+
+def test_a_connection_that_sends_nothing_is_closed_without_an_answer(
+    timed: tuple[int, Clock, uvicorn.Server],
+) -> None:
+    port, clock, server = timed
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        _until(lambda: server.server_state.connections)
+        clock.t += 31.0
+        assert _closed_with(s) == b""

@@ -229,7 +229,7 @@ def protocol(
 
         def _look(self) -> None:
             """End the wait once the request is whole; when its time is up before that,
-            answer 408 and close the connection."""
+            close the connection (answered 408 when a request had begun to arrive)."""
             if self.refused or self.until is None:
                 return
             if self.conn.their_state not in waiting or self.transport.is_closing():
@@ -240,7 +240,8 @@ def protocol(
                 return
             self.until = None
             self._stop_timer()
-            self.transport.write(slow_answer(request_s))
+            if self.conn.their_state is h11.SEND_BODY or self.conn.trailing_data[0]:
+                self.transport.write(slow_answer(request_s))  # a request had begun
             self.transport.close()
 
         def _stop_timer(self) -> None:
