@@ -221,3 +221,15 @@ def test_a_check_ends_when_its_command_does_though_it_left_a_process_on_its_outp
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert evidence.exit_code == 0 and evidence.summary.endswith("\ndone")
+
+
+def test_a_check_that_prints_without_pause_still_times_out(tmp_path: Path) -> None:
+    """The reader of a check that never stops printing still looks at the clock."""
+    from laneboard.workspace.check_log import LOG_HEAD, LOG_TAIL
+    from laneboard.workspace.verify import TIMEOUT_EXIT, run_check
+
+    log = tmp_path / "logs" / "01-yes.log"
+    evidence = run_check("yes", str(tmp_path), str(log), 0.5)
+    assert evidence.exit_code == TIMEOUT_EXIT
+    assert evidence.summary.startswith("timed out after 0.5 s\n")
+    assert log.stat().st_size < LOG_HEAD + LOG_TAIL + 4096

@@ -29,6 +29,7 @@ LOG_TAIL = 1 << 20  # and the last ones
 READ_S = 0.1  # how often the reader looks at the check's process and its clock
 DRAIN_S = 1.0  # after the check ended (or was killed): output already there, this long
 CHUNK = 1 << 16
+READ_CHUNKS = 64  # read in one go at most, before the clock is looked at again
 
 
 class CappedLog:
@@ -104,8 +105,9 @@ def copy_output(proc: subprocess.Popen[bytes], log: CappedLog, deadline: float) 
 
 
 def _read(fd: int, log: CappedLog) -> bool:
-    """What the pipe holds now into ``log``; False once its writers are all gone."""
-    while True:
+    """What the pipe holds now into ``log`` (``READ_CHUNKS`` at most: a writer faster than
+    the reader still lets it look at the clock); False once its writers are all gone."""
+    for _ in range(READ_CHUNKS):
         try:
             data = os.read(fd, CHUNK)
         except BlockingIOError:
@@ -113,6 +115,7 @@ def _read(fd: int, log: CappedLog) -> bool:
         if not data:
             return False
         log.write(data)
+    return True
 
 
 def _drain(fd: int, log: CappedLog, open_: bool) -> None:
