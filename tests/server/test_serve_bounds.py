@@ -29,25 +29,33 @@ from laneboard.store import open_store
 PARTIAL = b"GET /healthz HTTP/1.1\r\nHost: board\r\n"  # its head never ends
 
 
-def _held(port: int, n: int) -> list[socket.socket]:
-    """``n`` connections, each with a request it never finishes."""
+def _held(port: int, n: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    """``n`` connections from ``source``, each with a request it never finishes."""
     out = []
     for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
         s.sendall(PARTIAL)
         out.append(s)
     return out
 
 
-def _answer(port: int, request: bytes) -> tuple[int, bytes]:
-    """Status and body of one request on a connection of its own."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+def _answer(port: int, request: bytes, source: str = "127.0.0.1") -> tuple[int, bytes]:
+    """Status and body of one request on a connection of its own, from ``source``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0)) as s:
         s.sendall(request)
         data = b""
         while chunk := s.recv(65536):
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
+
+
+def _answered(port: int) -> tuple[int, bytes] | None:
+    """``_answer`` to ``/healthz``, or None when the connection was reset."""
+    try:
+        return _answer(port, HEALTH)
+    except ConnectionResetError:
+        return None
 
 
 def _until(what: Any, timeout: float = 60.0) -> Any:
@@ -106,7 +114,10 @@ def test_a_connection_beyond_the_bound_is_answered_at_once_and_writes_nothing(
     listed = bounded.lb("card", "list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout) == []
     logs = "".join(p.read_text() for p in tmp_path.glob("serve-*.log"))
-    assert "refused 1 connection(s): all the 4 it serves at once are in use" in logs
+    assert (
+        "refused 1 connection(s) (the last from 127.0.0.1): all the 4 connections it serves "
+        "at once are in use (--max-connections)" in logs
+    )
     assert "Too many open files" not in logs
 
 
@@ -143,7 +154,9 @@ def test_a_flood_beyond_the_open_file_limit_leaves_the_server_answering(tmp_path
     try:
         held = _held(srv.port, 1100)  # more than the process may open
         try:
-            status, body = _answer(srv.port, HEALTH)
+            # while the flood's surplus is still being turned away, a refusal may be closed
+            # before its request is read (a reset): a client calls again
+            status, body = _until(lambda: _answered(srv.port))
             assert status == 503 and b"STORE_UNAVAILABLE" in body
         finally:
             for s in held:
@@ -322,3 +335,34 @@ def test_a_connection_that_sends_nothing_is_closed_without_an_answer(
         _until(lambda: server.server_state.connections)
         clock.t += 31.0
         assert _closed_with(s) == b""
+
+
+def test_one_address_is_served_a_quarter_of_the_connections(tmp_path: Path) -> None:
+    """One remote client cannot take every connection; the trusted loopback address (the
+    local person, their dashboards) and other addresses are still served."""
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    open_store(db).close()
+    srv = start_server(db, tmp_path, "--max-connections", "8")
+    try:
+        held = _held(srv.port, 2, source="127.0.0.2")  # its share: 8 // 4
+        try:
+            _until(lambda: _answer(srv.port, HEALTH, source="127.0.0.2")[0] == 503)
+            status, body = _answer(srv.port, HEALTH, source="127.0.0.2")
+            err = json.loads(body)["error"]
+            assert status == 503 and err["code"] == "STORE_UNAVAILABLE"
+            assert "the 2 connections one address is served at once" in err["message"]
+            assert err["details"]["nothing_written"] is True
+            assert _answer(srv.port, HEALTH, source="127.0.0.3")[0] == 200
+            assert _answer(srv.port, HEALTH)[0] == 200
+            more = _held(srv.port, 4)  # the trusted address has no share of its own
+            try:
+                assert _answer(srv.port, HEALTH)[0] == 200
+            finally:
+                for s in more:
+                    s.close()
+        finally:
+            for s in held:
+                s.close()
+        assert _until(lambda: _answer(srv.port, HEALTH, source="127.0.0.2")[0] == 200)
+    finally:
+        stop_server(srv)

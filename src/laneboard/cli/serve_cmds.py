@@ -104,7 +104,7 @@ def cmd_serve(ctx: Context) -> int:
     port = sock.getsockname()[1]
     sys.stderr.write(f"laneboard serving {ctx.store.url} on http://{a.host}:{port}/\n")
     sys.stderr.flush()
-    bounded = guard.protocol(a.max_connections)
+    bounded = guard.protocol(a.max_connections, trusted=trusted)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", http=bounded, backlog=guard.BACKLOG
     )

@@ -8,9 +8,11 @@ valid token (1,100 such connections under the usual limit of 1,024 open files st
 every request, and each refused accept logged a traceback). ``lb serve`` runs uvicorn's
 HTTP protocol with two bounds instead:
 
-* ``max_connections`` (``lb serve --max-connections``, default ``MAX_CONNECTIONS``): a
-  connection beyond them is answered at once with a 503 ``STORE_UNAVAILABLE`` whose
-  details say nothing was written (a remote ``lb`` calls again by itself), and closed;
+* ``max_connections`` (``lb serve --max-connections``, default ``MAX_CONNECTIONS``), and
+  a quarter of them for one address other than the trusted loopback ones (so one remote
+  client cannot take them all): a connection beyond them is answered at once with a 503
+  ``STORE_UNAVAILABLE`` whose details say nothing was written (a remote ``lb`` calls again
+  by itself), and closed;
 * ``REQUEST_S``: a request must arrive whole (request line, headers and body) within
   this many seconds of its connection, or of the end of the answer before it on a
   connection kept alive; a connection still short of it then is answered 408 and closed.
@@ -30,6 +32,7 @@ import json
 import resource
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +49,7 @@ REQUEST_S = 30.0  # for a whole request to arrive
 BACKLOG = 128
 HEADROOM = 128  # open files beside the connections: the board's, the listener, logs
 REFUSALS_SAID_S = 60.0
+SHARE_DIVISOR = 4  # an address other than a trusted one: a quarter of the bound at most
 # a refused connection is closed once what its client sent is read (a socket closed unread
 # would reset the client's read of the answer), or after this long if it sends nothing,
 REFUSED_CLOSE_S = 2.0
@@ -108,15 +112,15 @@ class Refusals:
         self.said: float | None = None
         self.since = 0
 
-    def note(self, most: int) -> None:
+    def note(self, why: str, client: str | None) -> None:
         self.since += 1
         now = self.now()
         if self.said is not None and now - self.said < REFUSALS_SAID_S:
             return
         self.said, count, self.since = now, self.since, 0
         self.say(
-            f"lb serve: refused {count} connection(s): all the {most} it serves at once are "
-            "in use (--max-connections)"
+            f"lb serve: refused {count} connection(s) (the last from {client or 'unknown'}): "
+            f"{why} (--max-connections)"
         )
 
 
@@ -134,12 +138,23 @@ def _answer(status: str, err: LaneboardError) -> bytes:
     return head.encode() + body
 
 
-def busy_answer(most: int) -> bytes:
+def share_of(max_connections: int) -> int:
+    """Connections one address (other than a trusted one) is served at once."""
+    return max(1, max_connections // SHARE_DIVISOR)
+
+
+def busy_why(most: int, share: int | None) -> str:
+    if share is not None:
+        return f"the {share} connections one address is served at once are in use"
+    return f"all the {most} connections it serves at once are in use"
+
+
+def busy_answer(why: str) -> bytes:
     return _answer(
         "503 Service Unavailable",
         LaneboardError(
             "STORE_UNAVAILABLE",
-            f"the board's server is already serving the {most} connections it serves at once",
+            f"the board's server refused the connection: {why}",
             "let one of them end; lb calls again by itself for up to LANEBOARD_RETRY_S seconds",
             nothing_written=True,
         ),
@@ -165,11 +180,14 @@ def protocol(
     now: Clock = time.monotonic,
     check_s: float | None = None,
     refusals: Refusals | None = None,
+    trusted: tuple[str, ...] = ("127.0.0.1", "::1"),
 ) -> type[H11Protocol]:
     """uvicorn's h11 protocol with this module's bounds (``uvicorn.Config(http=...)``).
 
-    ``now`` is the bounds' clock and ``check_s`` how often a waiting connection looks at
-    it (default ``request_s``): a test moves the clock instead of waiting."""
+    An address other than the ``trusted`` ones (``lb serve --trust``) is served
+    ``share_of(max_connections)`` connections at once at most. ``now`` is the bounds'
+    clock and ``check_s`` how often a waiting connection looks at it (default
+    ``request_s``): a test moves the clock instead of waiting."""
     import h11  # the server's own imports: ``lb serve``'s parser is built without them
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -177,26 +195,38 @@ def protocol(
     kept: set[Any] = set()  # refused connections still read, so their answer is read whole
     every = request_s if check_s is None else check_s
     waiting = (h11.IDLE, h11.SEND_BODY)  # the client's side while its request is not whole
+    share = share_of(max_connections)
+    held: Counter[str] = Counter()  # connections open by address (trusted ones left out)
 
     class Bounded(H11Protocol):
         refused = False
         until: float | None = None  # when the request being waited for must be whole
         timer: Any = None
+        address: str | None = None  # counted in ``held``
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            host = self.client[0] if self.client else None
+            if host is not None and host not in trusted:
+                self.address = host
+                held[host] += 1
             if len(self.connections) > max_connections:
-                self.refused = True
-                said.note(max_connections)
-                transport.write(busy_answer(max_connections))
-                if len(kept) >= REFUSED_KEPT or not transport.can_write_eof():
-                    transport.close()  # a flood: its file is given back at once
-                    return
-                kept.add(self)
-                transport.write_eof()  # its answer is whole
-                self.timer = self.loop.call_later(REFUSED_CLOSE_S, transport.close)
+                self._refuse(transport, busy_why(max_connections, None), host)
+            elif self.address is not None and held[self.address] > share:
+                self._refuse(transport, busy_why(max_connections, share), host)
+            else:
+                self._wait()
+
+        def _refuse(self, transport: Any, why: str, host: str | None) -> None:
+            self.refused = True
+            said.note(why, host)
+            transport.write(busy_answer(why))
+            if len(kept) >= REFUSED_KEPT or not transport.can_write_eof():
+                transport.close()  # a flood: its file is given back at once
                 return
-            self._wait()
+            kept.add(self)
+            transport.write_eof()  # its answer is whole
+            self.timer = self.loop.call_later(REFUSED_CLOSE_S, transport.close)
 
         def data_received(self, data: bytes) -> None:
             if self.refused:  # read, so its close sends no reset that could lose the answer
@@ -213,6 +243,11 @@ def protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             kept.discard(self)
+            if self.address is not None:
+                held[self.address] -= 1
+                if held[self.address] <= 0:
+                    del held[self.address]
+                self.address = None
             self._stop_timer()
             super().connection_lost(exc)
 
