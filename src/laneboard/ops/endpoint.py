@@ -80,3 +80,14 @@ def store_error(exc: Exception) -> LaneboardError | None:
             **again,
         )
     return None
+
+
+def closing_answer(status: str, err: LaneboardError) -> bytes:
+    """A whole HTTP answer carrying ``err``, written straight to a connection that is then
+    closed (one a server turns away before any request of it is served)."""
+    body = json.dumps({"error": err.to_dict()}).encode()
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body

@@ -28,7 +28,6 @@ Refusals are written to standard error: the first at once, then at most one line
 
 from __future__ import annotations
 
-import json
 import resource
 import sys
 import time
@@ -83,10 +82,8 @@ def open_files(max_connections: int) -> int:
             "CONFIG_INVALID",
             f"--max-connections {max_connections} needs {need} open files, and this process "
             f"may open at most {hard}",
-            f"pass --max-connections {max(1, hard - need + max_connections)} or fewer, or raise "
-            "the "
-            "limit "
-            "(ulimit -n; LimitNOFILE= in a systemd unit)",
+            f"pass --max-connections {max(1, hard - need + max_connections)} or fewer, or "
+            "raise the limit (ulimit -n; LimitNOFILE= in a systemd unit)",
         )
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
@@ -130,12 +127,9 @@ def _to_stderr(line: str) -> None:
 
 
 def _answer(status: str, err: LaneboardError) -> bytes:
-    body = json.dumps({"error": err.to_dict()}).encode()
-    head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
+    from laneboard.ops.endpoint import closing_answer  # the server's own import
+
+    return closing_answer(status, err)
 
 
 def share_of(max_connections: int) -> int:
@@ -180,17 +174,21 @@ def protocol(
     now: Clock = time.monotonic,
     check_s: float | None = None,
     refusals: Refusals | None = None,
-    trusted: tuple[str, ...] = ("127.0.0.1", "::1"),
+    trusted: tuple[str, ...] | None = None,
 ) -> type[H11Protocol]:
     """uvicorn's h11 protocol with this module's bounds (``uvicorn.Config(http=...)``).
 
-    An address other than the ``trusted`` ones (``lb serve --trust``) is served
+    An address other than the ``trusted`` ones (``lb serve --trust``; default the
+    server's own, ``server.auth.DEFAULT_TRUSTED``) is served
     ``share_of(max_connections)`` connections at once at most. ``now`` is the bounds'
     clock and ``check_s`` how often a waiting connection looks at it (default
     ``request_s``): a test moves the clock instead of waiting."""
     import h11  # the server's own imports: ``lb serve``'s parser is built without them
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    from laneboard.server.auth import DEFAULT_TRUSTED
+
+    exempt = DEFAULT_TRUSTED if trusted is None else trusted
     said = refusals or Refusals(now)
     kept: set[Any] = set()  # refused connections still read, so their answer is read whole
     every = request_s if check_s is None else check_s
@@ -207,7 +205,7 @@ def protocol(
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             host = self.client[0] if self.client else None
-            if host is not None and host not in trusted:
+            if host is not None and host not in exempt:
                 self.address = host
                 held[host] += 1
             if len(self.connections) > max_connections:

@@ -44,7 +44,7 @@ from typing import Any
 from laneboard.board.service import Board
 from laneboard.errors import LaneboardError
 from laneboard.ops import unix
-from laneboard.ops.endpoint import PREFIX, answer, store_error
+from laneboard.ops.endpoint import PREFIX, answer, closing_answer, store_error
 from laneboard.ops.validate import MAX_BODY
 
 READ_TIMEOUT_S = 30.0  # for one read or one answer's send
@@ -175,14 +175,9 @@ def _turn_away(sock: socket.socket, full: bool) -> None:
         "let one of them end; lb calls again by itself for up to LANEBOARD_RETRY_S seconds",
         nothing_written=True,
     )
-    body = json.dumps({"error": err.to_dict()}).encode()
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
     with contextlib.suppress(OSError):
         sock.setblocking(False)  # never wait on a caller that does not read
-        sock.send(head.encode() + body)
+        sock.send(closing_answer("503 Service Unavailable", err))
         for _ in range(64):  # what the call sent so far is read and dropped: a socket
             if not sock.recv(65536):  # closed unread would reset the caller's read
                 break
