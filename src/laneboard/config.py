@@ -59,6 +59,8 @@ class SupervisorConfig:
     rework_max_rounds: int = 4  # rejections answered by a rework before the card is held
     sandbox: str = "auto"  # auto | bwrap | sandbox-exec | off (off needs sandbox_reason)
     sandbox_reason: str = ""
+    check_network: str = ""  # checks' network: "" (their own) | "none" | "host"
+    check_host_ports: tuple[int, ...] = ()  # the host's loopback ports relayed into checks
     unassigned_role: str = ""  # the worker role that claims unassigned cards ("": "worker")
     time: TimeContract = field(default_factory=TimeContract)
 

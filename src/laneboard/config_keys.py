@@ -237,6 +237,18 @@ def _supervisor() -> list[Key]:
             "the agents' OS sandbox (off needs sandbox_reason)",
         ),
         Key(s + "sandbox_reason", "", text(), "why the sandbox is off (required with off)"),
+        Key(
+            s + "check_network",
+            "",
+            text(("", "none", "host")),
+            "checks' network in their sandbox: '' (their own, no host loopback), none, host",
+        ),
+        Key(
+            s + "check_host_ports",
+            (),
+            ports,
+            "ports of this machine's loopback relayed into the checks' sandbox",
+        ),
         Key(s + "worker_roles", ("worker",), strings, "worker-lane roles when none are installed"),
         Key(
             s + "reviewer_roles",

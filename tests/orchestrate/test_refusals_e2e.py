@@ -39,16 +39,38 @@ def one_producer(check: str = "test -f src/producer/api.txt", *, sleep: float = 
     }  # fmt: skip
 
 
-def run(tmp: Path, repo: Path, script: Any, *extra: str) -> tuple[int, dict[str, Any], str]:
+OFF = '[supervisor]\nsandbox = "off"\nsandbox_reason = "a check stands in for the user"\n'
+
+
+def run(
+    tmp: Path, repo: Path, script: Any, *extra: str, config: str | None = None
+) -> tuple[int, dict[str, Any], str]:
     db = f"sqlite:///{tmp / 'board.db'}"
+    env = env_of(tmp, db)
+    if config is not None:  # a user configuration file
+        (tmp / "cfg" / "laneboard").mkdir(parents=True)
+        (tmp / "cfg" / "laneboard" / "config.toml").write_text(config)
+        env["XDG_CONFIG_HOME"] = str(tmp / "cfg")
     path = tmp / "script.json"
     path.write_text(json.dumps(script))
     argv = [sys.executable, "-m", "laneboard.cli.main", "orchestrate", "--repo", str(repo),
             "--goal", GOAL, "--allow-path", "src/producer", "--coordinator", "scripted",
             "--script", str(path), "--state-dir", str(tmp / "state"), "--json", *extra]  # fmt: skip
-    out = subprocess.run(argv, env=env_of(tmp, db), capture_output=True, text=True, timeout=240)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
     assert out.stdout, out.stderr
     return out.returncode, json.loads(out.stdout), out.stderr
+
+
+def test_a_check_cannot_change_the_users_checkout_from_its_sandbox(
+    tmp_path: Path, repo: Path
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    code, doc, _err = run(tmp_path, repo, one_producer(f"{mover(repo)} && true"))
+    assert code == 1 and doc["phase"] == "failed"
+    assert git(repo, "rev-parse", "HEAD") == head  # the checkout is read-only to checks
+    logs = list((tmp_path / "repo").glob(".git/laneboard/**/checks/**/*.log"))
+    logs += list(tmp_path.glob("**/checks/**/*.log"))
+    assert any("Read-only file system" in p.read_text() for p in logs), logs
 
 
 def mover(repo: Path) -> str:
@@ -63,9 +85,9 @@ def mover(repo: Path) -> str:
 def test_publication_onto_a_changed_checkout_keeps_the_patch(
     tmp_path: Path, repo: Path, make_check: Any, why: str
 ) -> None:
-    # the producer's acceptance check (run by the runtime, outside any sandbox) changes
-    # the user's checkout while the run is under way
-    code, doc, _err = run(tmp_path, repo, one_producer(f"{make_check(repo)} && true"))
+    # the producer's acceptance check stands in for the user, who changes the checkout
+    # while the run is under way: with the sandbox off, it runs as the user
+    code, doc, _err = run(tmp_path, repo, one_producer(f"{make_check(repo)} && true"), config=OFF)
     assert code == 1 and doc["phase"] == "failed"
     assert why in doc["reason"] and doc["reason"].startswith("publication refused")
     res = doc["result"]

@@ -58,11 +58,16 @@ def resolver_text(host: str) -> str:
     return "\n".join([f"nameserver {GUEST_RESOLVER}", *kept]) + "\n"
 
 
+def resolver_path(box: Sandbox) -> str:
+    """Where a session's resolver file is kept: beside its /tmp."""
+    return box.spec.tmp.rstrip("/") + ".resolv.conf"
+
+
 def write_resolver(box: Sandbox) -> str:
-    """The host file bound over the resolver's file (beside the session's /tmp). Written
+    """The host file bound over the resolver's file (``resolver_path``). Written
     whole and renamed into place: a running session of the same name keeps the file it
     was started with and never sees it half written."""
-    path = box.spec.tmp.rstrip("/") + ".resolv.conf"
+    path = resolver_path(box)
     try:
         with open(RESOLVER, encoding="utf-8") as fh:
             host = fh.read()

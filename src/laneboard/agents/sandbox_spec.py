@@ -95,6 +95,11 @@ def board_paths(env: Mapping[str, str]) -> list[str]:
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file of a ``sqlite:///`` board URL (None for another database)."""
+    return os.path.abspath(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+
+
 def database_hidden(paths: SessionPaths, needed: list[str]) -> list[str]:
     """What hides a SQLite board: its directory, unless that directory holds a path the
     session needs — then each of its files."""

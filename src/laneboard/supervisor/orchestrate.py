@@ -25,6 +25,7 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
 
+from laneboard.agents import check_sandbox
 from laneboard.board.orchestrate import Orchestration, Orchestrations
 from laneboard.board.orchestrate_runtime import Runtime
 from laneboard.board.service import Board
@@ -88,7 +89,8 @@ class Driver:
                 "applying anything by hand; the run does not resume on its own",
             )
         start = GoalStart.from_dict(o.start)
-        ws = Workspace(start, self.run_id, o.integration_dir)
+        checks = check_sandbox.for_config(self.sessions.config, self.board.store.url)
+        ws = Workspace(start, self.run_id, o.integration_dir, checks)
         self.rt.integration(self.run_id, ws.integration.work_dir, ws.integration.head())
         for name in self.rt.interrupted(self.run_id):
             self.note(f"{name} was interrupted mid-turn: its effects are uncertain; inspect "

@@ -13,12 +13,16 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard.domain.assignments import Assignment
 from laneboard.workspace import git as g
 from laneboard.workspace.patch import GoalStart, Integration, Merge, PatchResult
 from laneboard.workspace.verify import changed_paths, run_checks, scope_violations
+
+if TYPE_CHECKING:
+    from laneboard.agents.check_sandbox import CheckSandbox
+    from laneboard.agents.sandbox import Sandbox
 
 
 @dataclass
@@ -34,9 +38,16 @@ def run_root(start: GoalStart, run_id: int) -> str:
 
 
 class Workspace:
-    def __init__(self, start: GoalStart, run_id: int, integration_dir: str | None) -> None:
+    def __init__(
+        self,
+        start: GoalStart,
+        run_id: int,
+        integration_dir: str | None,
+        checks: CheckSandbox | None = None,
+    ) -> None:
         self.start = start
         self.run_id = run_id
+        self.checks = checks  # the sandbox the checks run in (None: as this process)
         self.root = run_root(start, run_id)
         os.makedirs(self.root, exist_ok=True)
         g.ensure_excluded(start.repo)
@@ -84,7 +95,8 @@ class Workspace:
         if bad:
             return Verdict(False, f"changed paths outside the owned paths: {', '.join(bad[:20])}")
         logs = os.path.join(self.root, "checks", f"{a.name}-r{a.revision}")
-        evidence, failed = run_checks(list(a.checks), lane_dir, logs, timeout)
+        box = self._sandbox(f"worker-{a.name}", lane_dir) if a.checks else None
+        evidence, failed = run_checks(list(a.checks), lane_dir, logs, timeout, sandbox=box)
         ev = [e.to_dict() for e in evidence]
         if failed is not None:
             why = f"check `{failed.command}` exited {failed.exit_code}; log: {failed.log_path}"
@@ -100,10 +112,18 @@ class Workspace:
     def publish(self, checks: list[str], allowed: list[str], timeout: float,
                 mode: str) -> PatchResult:  # fmt: skip
         """Check the combined change and publish it (``patch``: apply; ``merge``: land)."""
-        res = self.integration.publish(checks, allowed, timeout, apply=mode == "patch")
+        tree = self.integration.tree
+        box = self._sandbox(f"worker-run{self.run_id}", tree) if checks else None
+        res = self.integration.publish(checks, allowed, timeout, apply=mode == "patch", sandbox=box)
         if mode == "merge" and res.patch_path is not None:
             land(self.start, self.run_id, res)
         return res
+
+    def _sandbox(self, name: str, directory: str) -> Sandbox | None:
+        """The sandbox of checks run in ``directory`` (writable), the checkout readable."""
+        if self.checks is None:
+            return None
+        return self.checks(name, directory, directory, self.start.repo)
 
     def finish(self, lane_dirs: list[str]) -> None:
         """The run ended: remove its lane worktrees and the integration worktree (branches,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from laneboard.agents import check_sandbox
 from laneboard.agents.selection import Choice, choose_kind, unassigned_role
 from laneboard.board.service import Board
 from laneboard.config import SupervisorConfig
@@ -70,6 +71,7 @@ class Runtime:
                 ),
             ),
             clones=self.clones,
+            checks=check_sandbox.for_config(self.config, self.store.url),
         )
         if self.admitter is None:
             self.admitter = LaneAdmitter(

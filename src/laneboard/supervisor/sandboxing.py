@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from laneboard.agents.base import ConfigurationError
 from laneboard.agents.sandbox import INSTALL_HINT, Sandbox, SandboxSettings, sandbox_status
-from laneboard.agents.sandbox_spec import SessionPaths, build_spec
+from laneboard.agents.sandbox_spec import SessionPaths, build_spec, sqlite_file
 from laneboard.config import SupervisorConfig, config_dir
 from laneboard.workspace.lanes import WORKTREES
 
@@ -135,11 +135,6 @@ def session_sandbox(
     )
     spec = build_spec(paths, env, agent_binary(kind, config))
     return Sandbox(spec, str(status.backend), str(status.path), slirp=status.slirp)
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file of a ``sqlite:///`` board URL (None for another database)."""
-    return os.path.abspath(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
 
 
 def _inside(path: str, root: str | None) -> bool:

@@ -25,7 +25,11 @@ REF = r"(?P<ref>[A-Za-z][A-Za-z0-9_]*-\d+)"
 PATTERNS = {
     ("agents", "stderr"): re.compile(rf"^{LANES}-{REF}-r\d+\.log$"),
     ("agents", "homes"): re.compile(rf"^[a-z]+-{LANES}-{REF}$"),
-    ("agents", "tmp"): re.compile(rf"^[a-z]+-{LANES}-{REF}$"),
+    # a check's temporary directory of one run ends in ``.<run>`` (``agents.check_sandbox``),
+    # and a session's resolver file lies beside its directory (``agents.netns``)
+    ("agents", "tmp"): re.compile(
+        rf"^[a-z]+-{LANES}-{REF}(?:\.[A-Za-z0-9_]+)?(?:\.resolv\.conf)?$"
+    ),
     ("tokens",): re.compile(rf"^{REF}$"),
 }
 

@@ -12,22 +12,29 @@ from typing import TYPE_CHECKING
 from laneboard.errors import LaneboardError
 
 if TYPE_CHECKING:
+    from laneboard.agents.check_sandbox import CheckSandbox
     from laneboard.board.service import Board
     from laneboard.domain.model import Card, Evidence
 
 
-def install(board: Board, clones: str | None = None) -> Board:
+def install(board: Board, clones: str | None = None, checks: CheckSandbox | None = None) -> Board:
     """Give ``board`` the delivery gate (verify), the landing gate (land) and the remote
     check (``git ls-remote`` when a project's remote is named); returns it.
     ``clones``: where this machine keeps its clones of projects' remotes (default: the
-    state directory's ``clones``)."""
+    state directory's ``clones``). ``checks``: the sandbox a delivery's checks run in
+    (default: the one the user's configuration gives, read when a check first runs)."""
     store = board.store
 
     def delivery_gate(card: Card) -> list[Evidence]:
         from laneboard.board.turns import record_checks
         from laneboard.workspace.verify import verify_delivery
 
-        v = verify_delivery(store, card)
+        sandbox_for = checks
+        if sandbox_for is None:
+            from laneboard.agents.check_sandbox import from_user_config
+
+            sandbox_for = from_user_config(store.url)
+        v = verify_delivery(store, card, sandbox_for)
         record_checks(store, card, v.evidence)
         if not v.ok:
             raise LaneboardError("VERIFICATION_FAILED", v.message, v.fix, **v.details())

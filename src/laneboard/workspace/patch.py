@@ -18,7 +18,7 @@ import shlex
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard.domain.model import Evidence
 from laneboard.errors import LaneboardError
@@ -29,6 +29,9 @@ from laneboard.workspace.verify import (
     run_checks,
     scope_violations,
 )
+
+if TYPE_CHECKING:
+    from laneboard.agents.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class Integration:
         timeout: float = DEFAULT_CHECK_TIMEOUT_S,
         *,
         apply: bool = True,
+        sandbox: Sandbox | None = None,
     ) -> PatchResult:
         """Check the combined change, write ``verified.patch``, apply it if unchanged."""
         res = PatchResult(False, "", self.start.head, self.work_dir, integrated_head=self.head())
@@ -158,7 +162,7 @@ class Integration:
             res.reason = f"the combined changes leave the allowed paths: {', '.join(bad[:20])}"
             return res
         logs = os.path.join(self.work_dir, "checks")
-        res.evidence, failed = run_checks(list(checks), self.tree, logs, timeout)
+        res.evidence, failed = run_checks(list(checks), self.tree, logs, timeout, sandbox=sandbox)
         if failed is not None:
             res.reason = (
                 f"check `{failed.command}` exited {failed.exit_code} on the combined changes; "

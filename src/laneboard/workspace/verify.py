@@ -2,7 +2,8 @@
 
 The changed paths since the lane's base (committed, staged, unstaged and untracked)
 must lie within the card's ``allowed_paths``; then each of the card's ``checks`` and
-the project's ``review_gate`` runs in the lane with a timeout. Every output is kept as a
+the project's ``review_gate`` runs in the lane with a timeout, inside the OS sandbox when
+one is given (``agents.check_sandbox``: they run the agent's code). Every output is kept as a
 log file under the project checkout's ``.laneboard/lanes/<lane>/<card>/checks/`` (it
 outlives the lane's tree; its first and last bytes when it is long: ``check_log``) and
 summarized as evidence.
@@ -10,14 +11,16 @@ summarized as evidence.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import shutil
 import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard.domain.model import Card, Evidence
 from laneboard.domain.verdict import LANE_HEAD
@@ -31,6 +34,10 @@ TIMEOUT_EXIT = 124
 TAIL_LINES = 20
 TAIL_CHARS = 2000
 RUNTIME_DIRS = (".laneboard/", ".worktrees/")
+
+if TYPE_CHECKING:
+    from laneboard.agents.check_sandbox import CheckSandbox
+    from laneboard.agents.sandbox import Sandbox
 
 
 @dataclass
@@ -140,25 +147,24 @@ def check_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
 
 
-def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
-    """Run one shell command in ``cwd``; its output goes to ``log_path``, which keeps its
-    first ``LOG_HEAD`` and last ``LOG_TAIL`` bytes (``check_log``)."""
+def run_check(
+    cmd: str, cwd: str, log_path: str, timeout: float, sandbox: Sandbox | None = None
+) -> Evidence:
+    """Run one shell command in ``cwd`` (in ``sandbox`` when given, with an empty
+    ``/tmp`` of its own); its output goes to ``log_path``, which keeps its first
+    ``LOG_HEAD`` and last ``LOG_TAIL`` bytes (``check_log``)."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "wb") as fh:
         fh.write(f"$ {cmd}\n".encode())
         fh.flush()
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", cmd],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=check_env(),
-            start_new_session=True,
-        )
-        log = CappedLog(fh)
-        timed_out = copy_output(proc, log, time.monotonic() + timeout)
-        log.finish()
+        proc = _start(cmd, cwd, sandbox)
+        try:
+            log = CappedLog(fh)
+            timed_out = copy_output(proc, log, time.monotonic() + timeout)
+            log.finish()
+        finally:
+            if sandbox is not None:
+                _clear_tmp(sandbox)
         code = TIMEOUT_EXIT if timed_out else proc.returncode
         if timed_out:
             fh.write(f"\n[laneboard] timed out after {timeout:g} s; killed\n".encode())
@@ -167,6 +173,34 @@ def run_check(cmd: str, cwd: str, log_path: str, timeout: float) -> Evidence:
     if timed_out:
         summary = f"timed out after {timeout:g} s\n{summary}"
     return Evidence(cmd, code, "sha256:" + digest, summary, log_path)
+
+
+def _start(cmd: str, cwd: str, sandbox: Sandbox | None) -> subprocess.Popen[bytes]:
+    """A check's process: its own process group (killed whole at its deadline), output
+    on one pipe, nothing on its input."""
+    argv = ["/bin/sh", "-c", cmd]
+    popen: dict[str, Any] = {
+        "cwd": cwd,
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.STDOUT,
+        "start_new_session": True,
+    }
+    if sandbox is None:
+        return subprocess.Popen(argv, env=check_env(), **popen)
+    from laneboard.agents.sandbox import start
+
+    _clear_tmp(sandbox)
+    return start(sandbox, argv, check_env(), **popen)
+
+
+def _clear_tmp(sandbox: Sandbox) -> None:
+    """Remove a check's temporary directory and the resolver file beside it."""
+    from laneboard.agents.netns import resolver_path
+
+    shutil.rmtree(sandbox.spec.tmp, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(resolver_path(sandbox))
 
 
 def _digest_and_end(path: str) -> tuple[str, bytes]:
@@ -182,14 +216,18 @@ def _digest_and_end(path: str) -> tuple[str, bytes]:
 
 
 def run_checks(
-    commands: list[str], cwd: str, log_dir: str, timeout: float, prefix: str = ""
+    commands: list[str],
+    cwd: str,
+    log_dir: str,
+    timeout: float,
+    prefix: str = "",
+    sandbox: Sandbox | None = None,
 ) -> tuple[list[Evidence], Evidence | None]:
     """Run commands in order, stopping at the first failure (returned second)."""
     out: list[Evidence] = []
     for i, cmd in enumerate(commands, 1):
-        ev = run_check(
-            cmd, cwd, os.path.join(log_dir, f"{prefix}{i:02d}-{_slug(cmd)}.log"), timeout
-        )
+        log = os.path.join(log_dir, f"{prefix}{i:02d}-{_slug(cmd)}.log")
+        ev = run_check(cmd, cwd, log, timeout, sandbox)
         out.append(ev)
         if ev.exit_code != 0:
             return out, ev
@@ -197,8 +235,11 @@ def run_checks(
 
 
 # -- the delivery ------------------------------------------------------------------------
-def verify_delivery(store: Store, card: Card) -> Verification:
-    """Verify a delivery in the card's lane; a card without a lane passes unverified."""
+def verify_delivery(
+    store: Store, card: Card, sandbox_for: CheckSandbox | None = None
+) -> Verification:
+    """Verify a delivery in the card's lane; a card without a lane passes unverified.
+    The checks run in the sandbox ``sandbox_for`` makes (none: as this process)."""
     with store.autocommit() as tx:  # two rows that need not agree: no snapshot to open
         project, stored = tx.turn_project(card.project_id)
         lane = lane_for(tx, card.id, card.delivery_round)
@@ -257,8 +298,12 @@ def verify_delivery(store: Store, card: Card) -> Verification:
         v.fix = "commit the changes in the lane yourself and deliver again"
         return v
     log_dir = _log_dir(lane, card, str(v.directory))
+    box = None
+    if commands and sandbox_for is not None:
+        checkout = project.path if project and project.path else None
+        box = sandbox_for(f"worker-{card.ref}", str(v.directory), lane.path, checkout)
     v.evidence, v.failed = run_checks(
-        commands, str(v.directory), log_dir, check_timeout(cfg), f"r{card.delivery_round}-"
+        commands, str(v.directory), log_dir, check_timeout(cfg), f"r{card.delivery_round}-", box
     )
     if v.failed is not None:
         return _failed(v, card)
