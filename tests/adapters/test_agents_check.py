@@ -78,7 +78,8 @@ def test_check_says_not_logged_in_and_unreachable_instead_of_ok(tmp_path: Path) 
         rows = {line.split()[0]: line for line in text.splitlines()[1:4]}
         assert "not logged in" in rows["claude"] and "not logged in" in rows["codex"]
         assert "unreachable" in rows["pi"] and f"127.0.0.1:{closed}" in rows["pi"]
-        assert text.splitlines()[-1].startswith("sandbox: bwrap")
+        assert text.splitlines()[-2].startswith("sandbox: bwrap")
+        assert text.splitlines()[-1].startswith("checks: in the sandbox")
     finally:
         held.close()
 

@@ -213,6 +213,7 @@ def test_with_the_sandbox_on_by_default_a_check_cannot_write_outside_its_lane(
     with pytest.raises(LaneboardError) as err:
         board.move(worker, card.ref, "in_review")
     assert err.value.code == "VERIFICATION_FAILED"
+    assert "checks run in the sandbox" in err.value.fix and "check_host_ports" in err.value.fix
     assert not (repo / "planted").exists()
     homes = tmp_path / "state" / "laneboard" / "agents" / "homes"
     assert (homes / f"check-worker-{card.ref}").is_dir()

@@ -25,12 +25,13 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from laneboard.agents.sandbox import (
     INSTALL_HINT,
     Sandbox,
     SandboxSettings,
+    SandboxStatus,
     sandbox_status,
 )
 from laneboard.agents.sandbox_spec import SessionPaths, build_spec, sqlite_file
@@ -97,6 +98,32 @@ def check_sandbox(
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
     spec = build_spec(paths, env, None)
     return Sandbox(spec, str(status.backend), str(status.path), slirp=status.slirp)
+
+
+def summary(config: SupervisorConfig, status: SandboxStatus) -> dict[str, Any]:
+    """How checks run here, for ``lb status``, ``lb doctor`` and ``lb agents check``:
+    ``sandboxed``, ``network`` (own, none, host, shared: the host's for want of
+    slirp4netns), the relayed ``host_ports`` and a one-line ``line``."""
+    ports = list(config.check_host_ports)
+    if status.mode == "off":
+        return {"sandboxed": False, "network": "host", "host_ports": ports,
+                "line": "run as you, outside any sandbox (sandbox = \"off\")"}  # fmt: skip
+    if not status.ok:
+        return {"sandboxed": False, "network": None, "host_ports": ports,
+                "line": "NONE: a delivery with checks is refused (no sandbox can be made)"}  # fmt: skip
+    network = config.check_network or "own"
+    if network == "own" and status.network == "shared":
+        network = "shared"
+    words = {
+        "own": "a network of their own, this machine's loopback out of reach",
+        "none": "no network",
+        "host": 'the host\'s network, loopback included (check_network = "host")',
+        "shared": "the host's network, loopback included: install slirp4netns",
+    }
+    line = f"in the sandbox; {words[network]}"
+    if ports and network in ("own", "none"):
+        line += f"; loopback ports relayed: {', '.join(str(p) for p in ports)}"
+    return {"sandboxed": True, "network": network, "host_ports": ports, "line": line}
 
 
 def for_config(config: SupervisorConfig, database_url: str) -> CheckSandbox:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from laneboard.agents.check_sandbox import summary as check_summary
 from laneboard.agents.credentials import Login, login
 from laneboard.agents.discovery import KINDS, check_all
 from laneboard.agents.permissions import permission_summary
@@ -36,6 +37,7 @@ def check_report(cfg: SupervisorConfig, kinds: Sequence[str], handshake: bool) -
             r["kind"] for r in rows if r["found"] and r["handshake"] is not False and _ready(r)
         ],
         "sandbox": {**box.to_dict(), "line": box.line()},
+        "checks": check_summary(cfg, box),
     }
 
 

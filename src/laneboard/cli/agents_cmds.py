@@ -111,4 +111,6 @@ def render_check(data: dict[str, Any]) -> str:
         for r in data["kinds"]
     ]  # fmt: skip
     text = table(rows, ["KIND", "FOUND", "VERSION", "STATUS", "PATH", "PROBLEM"])
-    return text + f"\nsandbox: {data['sandbox']['line']}"
+    text += f"\nsandbox: {data['sandbox']['line']}"
+    checks = data.get("checks")
+    return text + (f"\nchecks: {checks['line']}" if checks else "")

@@ -73,6 +73,7 @@ def availability(cfg: SupervisorConfig) -> Callable[[str], bool]:
 def boundary_summary(cfg: SupervisorConfig, project_dir: str | None = None) -> dict[str, Any]:
     """For ``lb status``, ``lb doctor`` and ``lb agents roles``: the sandbox, and which kind
     runs each role under the one precedence (``agents.selection``)."""
+    from laneboard.agents.check_sandbox import summary as check_summary
     from laneboard.agents.roles import discover_roles
     from laneboard.agents.sandbox import sandbox_status
     from laneboard.agents.selection import choose_kind, unassigned_role
@@ -92,6 +93,7 @@ def boundary_summary(cfg: SupervisorConfig, project_dir: str | None = None) -> d
     ]
     return {
         "sandbox": {**status.to_dict(), "line": status.line()},
+        "checks": check_summary(cfg, status),
         "force_agent": cfg.force_agent or None,
         "default_agent": cfg.default_agent,
         "unassigned_role": unassigned_role(cfg.unassigned_role, roles),

@@ -11,6 +11,8 @@ def boundary_lines(b: dict[str, Any] | None) -> list[str]:
     if not b:
         return []
     lines = [f"sandbox     {b['sandbox']['line']}"]
+    if b.get("checks"):
+        lines.append(f"checks      {b['checks']['line']}")
     if b.get("force_agent"):
         lines.append(f"agents      every role forced onto {b['force_agent']} (--agent)")
     for c in b["agents"]:
@@ -149,6 +151,7 @@ def render_doctor(r: dict[str, Any]) -> str:
         f"sessions    {len(r['sessions'])} live",
         *lease_lines(r.get("leases") or []),
         f"sandbox     {(r.get('boundary') or {}).get('sandbox', {}).get('line', '-')}",
+        f"checks      {(r.get('boundary') or {}).get('checks', {}).get('line', '-')}",
         *(
             []
             if r.get("agents_judged", True)

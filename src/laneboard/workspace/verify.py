@@ -306,7 +306,7 @@ def verify_delivery(
         commands, str(v.directory), log_dir, check_timeout(cfg), f"r{card.delivery_round}-", box
     )
     if v.failed is not None:
-        return _failed(v, card)
+        return _failed(v, card, sandboxed=box is not None)
     v.evidence.append(head)
     refused = _publish(lane, head)
     if refused is not None:
@@ -378,13 +378,21 @@ def _publish(lane: Lane, head: Evidence) -> str | None:
     return None
 
 
-def _failed(v: Verification, card: Card) -> Verification:
+SANDBOXED_HINT = (
+    " (checks run in the sandbox: they write only in the lane and reach no service on "
+    "this machine's loopback whose port [supervisor] check_host_ports does not name)"
+)
+
+
+def _failed(v: Verification, card: Card, *, sandboxed: bool) -> Verification:
     assert v.failed is not None
     v.ok = False
     f = v.failed
     what = "timed out" if f.exit_code == TIMEOUT_EXIT else f"exited {f.exit_code}"
     v.message = f"check `{f.command}` on {card.ref} {what}; log: {f.log_path}"
     v.fix = "read the log, fix the cause in the lane, and deliver again"
+    if sandboxed:
+        v.fix += SANDBOXED_HINT
     return v
 
 
