@@ -41,9 +41,11 @@ def test_an_agent_in_a_remote_projects_lane_lands_only_through_the_runtime(
     board = Board(store)
     board.add_project(human(), "R", remote=str(bare))
     script = [{"run": probe}, {"write": "feature.txt", "content": "the work\n"}, {"deliver": "ok"}]
+    # the card's check runs the same probe: in its own sandbox, as the agent's code would
     card = board.create_card(
-        human(), "R", "a change", acceptance_mode="off", meta={"script": script}
-    )
+        human(), "R", "a change", acceptance_mode="off", meta={"script": script},
+        checks=[probe.replace("echo probed", "echo check-probed")],
+    )  # fmt: skip
     config = '[supervisor]\nsandbox = "bwrap"\n'
     env = lb_env(tmp_path, store_url, config, os.environ["PATH"])
     proc = spawn_start(env)
@@ -63,6 +65,11 @@ def test_an_agent_in_a_remote_projects_lane_lands_only_through_the_runtime(
     assert "probed" in said and said[0] != "0", outputs  # the lane's history is readable
     for bad in ("PUSHED-MAIN", "PUSHED-SNEAK", "READ-LOG", "WROTE-CLONE"):
         assert bad not in said, outputs
+    log = Path(str(board.reports(card.ref)[0].evidence[0].log_path)).read_text()
+    checked = log.split("\n", 1)[1].split()  # what it printed, after the command line
+    assert "check-probed" in checked and checked[0] != "0", log  # the history is readable
+    for bad in ("PUSHED-MAIN", "PUSHED-SNEAK", "READ-LOG", "WROTE-CLONE"):
+        assert bad not in checked, checked
     assert (state / "laneboard" / "supervisor.log").exists()  # there, but not for the agent
     heads = git(str(bare), "for-each-ref", "--format=%(refname)", "refs/heads").out.split()
     assert "refs/heads/sneak" not in heads
