@@ -512,3 +512,67 @@ def test_the_supervisors_log_says_whose_connections_were_refused(
             s.close()
         board_socket.stop(board)
         store.close()
+
+
+def test_a_caller_that_leaves_before_its_answer_costs_no_traceback(
+    served,
+    capfd: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
+) -> None:
+    """An agent killed mid-call (its turn ended, its sandbox torn down) leaves the socket
+    with an answer nobody reads: the socket says nothing of it on the supervisor's
+    standard error, and serves the next call."""
+    store, sock = served
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+    for _ in range(5):
+        with unix.connect(sock.path, 10) as s:
+            s.sendall(_post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token))
+        # closed before the answer: the answer's write finds nobody
+    status, _, doc = _ask(
+        sock.path, _post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token)
+    )
+    assert status == 200 and doc["result"]["ref"] == "WEB-1"  # type: ignore[index]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err, err
+
+
+class _Said:
+    """A stand-in for the supervisor's log: what the socket told it."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, str]] = []
+
+    def error(self, component: str, message: str, **fields: Any) -> None:
+        self.lines.append(("error", component, message))
+
+    def warn(self, component: str, message: str, **fields: Any) -> None:
+        self.lines.append(("warn", component, message))
+
+
+def test_a_call_that_fails_unexpectedly_is_one_line_in_the_log(
+    sqlite_store_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    store = open_store(sqlite_store_url)
+    board = Board(store)
+    said = _Said()
+    sock = board_socket.serve(board, str(tmp_path / "state"), log=said)
+    token, _ = Tokens(store).create(human("alice"), "alice", "human")
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the answer broke")
+
+    monkeypatch.setattr(board_socket, "answer", broken)
+    try:
+        with unix.connect(sock.path, 10) as s:
+            s.sendall(_post(sock.path, "card.get", {"params": {"ref": "WEB-1"}}, token))
+            assert s.recv(65536) == b""  # closed without an answer
+        wait_for(lambda: bool(said.lines), what="the log line")
+    finally:
+        board_socket.stop(board)
+        store.close()
+    assert said.lines == [
+        ("error", "board-socket", "a call failed: RuntimeError: the answer broke")
+    ]
+    assert "Traceback" not in capfd.readouterr().err

@@ -35,6 +35,7 @@ import os
 import socket
 import socketserver
 import struct
+import sys
 import threading
 import time
 from collections import Counter
@@ -53,6 +54,8 @@ PER_CALLER = 16  # connections one caller (a sandbox, or a process outside any) 
 MAX_CONNECTIONS = 512  # connections the socket serves at once, all callers together
 REFUSALS_SAID_S = 60.0  # a caller's refusals are logged at most once in this long
 _now = time.monotonic  # the socket's clock (a test moves it)
+# what writing to a caller that closed its end raises
+CALLER_GONE = (BrokenPipeError, ConnectionResetError)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -72,6 +75,18 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.count_lock = threading.Lock()
         self.log: Any = None  # the supervisor's log (``LogFile``), for the refusals
         self.refusals: dict[str, tuple[float, int]] = {}  # caller -> (said at, refused since)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A call that failed past its own error handling: one line in the supervisor's
+        log instead of a traceback on its standard error; a caller that left is no
+        failure at all."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, CALLER_GONE):
+            return
+        if self.log is not None:
+            self.log.error("board-socket", f"a call failed: {type(exc).__name__}: {exc}")
+        else:
+            super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve the connection on a thread of its own, if its caller's share and the
@@ -227,9 +242,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
         self.close_connection = True
+        try:
+            self.end_headers()
+            self.wfile.write(body)
+        except CALLER_GONE:  # the caller left before its answer (an agent killed mid-call)
+            pass
 
     def _refuse(self, err: LaneboardError, headers: dict[str, str] | None = None) -> None:
         self._send(err.http_status, {"error": err.to_dict()}, headers)
