@@ -123,6 +123,18 @@ def test_a_check_runs_in_the_sandbox_not_as_the_user(
     assert (paths["state"] / "agents" / "homes" / f"check-worker-{card.ref}").is_dir()
 
 
+def test_a_variable_kept_from_agents_is_kept_from_checks(
+    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEPLOY_KEY", "kept-from-agents")
+    monkeypatch.setenv("HARMLESS", "given")
+    kinds = {"claude": {"secret_env": ["DEPLOY_KEY"]}}
+    board = sandboxed_board(store, tmp_path / "state", agent_kinds=kinds)
+    project(board, repo)
+    card, _ = claimed(board, checks=['test -z "$DEPLOY_KEY" && test "$HARMLESS" = given'])
+    assert deliver(board, card).status.value == "in_review"
+
+
 def test_a_port_of_the_hosts_loopback_can_be_relayed_to_the_checks(
     store: Store, repo: Path, tmp_path: Path, listener: int
 ) -> None:

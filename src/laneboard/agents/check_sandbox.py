@@ -11,7 +11,8 @@ runs in the sandbox an agent session gets (``agents.sandbox_spec``), with less:
 * a home of its own under the state directory (``agents/homes/check-<lane>``, kept for
   caches across rounds and removed with the card's session files) and an empty ``/tmp``
   for each command (``agents/tmp/check-<lane>.<run>``, removed after it);
-* no token and no board socket (the check's environment carries no ``LANEBOARD_*``);
+* no token and no board socket (the check's environment carries no ``LANEBOARD_*``, and
+  no variable an agent kind keeps from its agents with ``secret_env``);
 * the network of ``[supervisor] check_network`` (unset: a network of its own that does
   not reach this machine's loopback; ``"none"``; ``"host"``) with the loopback ports named
   in ``check_host_ports`` relayed in.
@@ -97,7 +98,17 @@ def check_sandbox(
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEBOARD_")}
     spec = build_spec(paths, env, None)
-    return Sandbox(spec, str(status.backend), str(status.path), slirp=status.slirp)
+    unset = tuple(sorted(secret_names(config)))
+    return Sandbox(spec, str(status.backend), str(status.path), slirp=status.slirp, unset=unset)
+
+
+def secret_names(config: SupervisorConfig) -> set[str]:
+    """Every variable some agent kind keeps from its agents (``secret_env``): a check runs
+    an agent's code, so none of them reaches a check either."""
+    names: set[str] = set()
+    for kind in config.agent_kinds.values():
+        names.update(str(n) for n in kind.get("secret_env", ()) or ())
+    return names
 
 
 def summary(config: SupervisorConfig, status: SandboxStatus) -> dict[str, Any]:

@@ -341,6 +341,7 @@ class Sandbox:
     backend: str = "bwrap"
     binary: str = "bwrap"
     slirp: str | None = None  # slirp4netns: a network of the sandbox's own (``isolated``)
+    unset: tuple[str, ...] = ()  # variables the process inside never sees
 
     @property
     def isolated(self) -> bool:
@@ -370,7 +371,7 @@ class Sandbox:
         return bwrap_argv(self.spec, argv, self.binary)
 
     def environ(self, env: Mapping[str, str]) -> dict[str, str]:
-        out = dict(env)
+        out = {k: v for k, v in env.items() if k not in self.unset}
         out.update(self.spec.env)
         if self.backend == "bwrap":
             out["TMPDIR"] = "/tmp"
