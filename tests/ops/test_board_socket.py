@@ -535,7 +535,7 @@ def test_a_caller_that_leaves_before_its_answer_costs_no_traceback(
     assert "Traceback" not in err and "Exception occurred" not in err, err
 
 
-class _Said:
+class _ErrorsSaid:
     """A stand-in for the supervisor's log: what the socket told it."""
 
     def __init__(self) -> None:
@@ -556,7 +556,7 @@ def test_a_call_that_fails_unexpectedly_is_one_line_in_the_log(
 ) -> None:
     store = open_store(sqlite_store_url)
     board = Board(store)
-    said = _Said()
+    said = _ErrorsSaid()
     sock = board_socket.serve(board, str(tmp_path / "state"), log=said)
     token, _ = Tokens(store).create(human("alice"), "alice", "human")
 

@@ -15,6 +15,7 @@ write by another process or machine through NOTIFY on PostgreSQL, and polling ev
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -93,10 +94,23 @@ class Supervisor:
         self.monotonic: Callable[[], float] = time.monotonic  # the debounce's clock
 
     def install_signals(self) -> None:
-        def handler(signum: int, _frame: Any) -> None:
-            self.rt.log.info("supervisor", f"signal {signum}: shutting down")
-            self.stop_event.set()
+        """SIGTERM and SIGINT stop the loop. The handler runs on the main thread between
+        any two of its bytecodes, so it takes no lock (the interrupted code may hold it —
+        the log's, the stop event's — and would wait on itself forever): it writes the
+        signal's number to a pipe, and a thread of its own logs it and sets the stop."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
 
+        def handler(signum: int, _frame: Any) -> None:
+            with contextlib.suppress(BlockingIOError):  # a full pipe: a stop is on its way
+                os.write(write_fd, bytes([signum]))
+
+        def relay() -> None:
+            while got := os.read(read_fd, 1):
+                self.rt.log.info("supervisor", f"signal {got[0]}: shutting down")
+                self.stop_event.set()
+
+        threading.Thread(target=relay, name="laneboard-signals", daemon=True).start()
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
