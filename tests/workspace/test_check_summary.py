@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from laneboard.agents.check_sandbox import summary
 from laneboard.agents.sandbox import SandboxStatus
-from laneboard.config import SupervisorConfig
+from laneboard.config import SupervisorConfig, load_supervisor_config
+from laneboard.errors import LaneboardError
 from laneboard.supervisor.reports_text import boundary_lines
 
 ISOLATED = SandboxStatus("auto", "bwrap", "/usr/bin/bwrap", True, slirp="/usr/bin/slirp4netns")
@@ -58,3 +60,19 @@ def test_lb_status_prints_the_checks_line() -> None:
     }
     lines = boundary_lines(b)
     assert lines[1].startswith("checks      in the sandbox; a network of their own")
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('check_network = "lan"', "bad value for supervisor.check_network: 'lan' is not one of"),
+        ("check_host_ports = [70000]", "70000 is not a port number"),
+    ],
+)
+def test_a_bad_check_setting_is_refused_with_its_line(tmp_path: Path, line: str, said: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[supervisor]\n{line}\n")
+    with pytest.raises(LaneboardError) as err:
+        load_supervisor_config(user_file=str(path))
+    assert err.value.code == "CONFIG_INVALID"
+    assert f"{path}:2:" in err.value.message and said in err.value.message

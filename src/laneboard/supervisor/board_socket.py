@@ -243,11 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.close_connection = True
-        try:
+        # a caller that left before its answer (an agent killed mid-call) is told nothing
+        with contextlib.suppress(*CALLER_GONE):
             self.end_headers()
             self.wfile.write(body)
-        except CALLER_GONE:  # the caller left before its answer (an agent killed mid-call)
-            pass
 
     def _refuse(self, err: LaneboardError, headers: dict[str, str] | None = None) -> None:
         self._send(err.http_status, {"error": err.to_dict()}, headers)
